@@ -1,0 +1,174 @@
+"""Quilt-style patch series: parse git unified diffs and apply them in memory.
+
+A series directory holds a ``series`` file (one patch file name per line, ``#`` comments) and the
+patches it names. Each patch is a ``git format-patch`` mail: a header (subject and DEP-3 fields), then
+the diff of one file. Hunks apply with exact context; a hunk may sit a bounded number of lines away from
+where its header says (an offset, never fuzz). Any mismatch raises :class:`PatchApplyError` naming the
+patch, the hunk, the line and the expected against the actual text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_OFFSET = 200
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+class PatchError(Exception):
+    """A patch or series that cannot be read."""
+
+
+class PatchApplyError(PatchError):
+    """A hunk whose context is not in the text being patched."""
+
+    def __init__(self, patch: str, hunk: int, line: int, expected: str, actual: str | None):
+        self.patch, self.hunk, self.line, self.expected, self.actual = patch, hunk, line, expected, actual
+        got = "end of file" if actual is None else repr(actual)
+        super().__init__(f"{patch}: hunk #{hunk} does not apply at line {line}: expected {expected!r}, found {got}")
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    old_lines: list[str] = field(default_factory=list)  # context and removed lines, without newlines
+    new_lines: list[str] = field(default_factory=list)  # context and added lines
+
+
+@dataclass
+class Patch:
+    name: str
+    header: str
+    path: str  # the patched file, relative to the repository root (thunder/core/jit_ext.py)
+    hunks: list[Hunk]
+
+    def header_fields(self) -> dict[str, str]:
+        """DEP-3 style ``Field: value`` lines of the header (continuation lines joined)."""
+        fields: dict[str, str] = {}
+        key = None
+        for line in self.header.splitlines():
+            match = re.match(r"^([A-Z][A-Za-z-]*): ?(.*)$", line)
+            if match:
+                key = match.group(1)
+                fields[key] = match.group(2).strip()
+            elif key and line.startswith(" ") and line.strip():
+                fields[key] += " " + line.strip()
+            else:
+                key = None
+        return fields
+
+
+def parse_patch(text: str, name: str) -> Patch:
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("--- "))
+    except StopIteration:
+        raise PatchError(f"{name}: no '--- ' line: not a unified diff (empty, truncated or corrupt?)") from None
+    if start + 1 >= len(lines) or not lines[start + 1].startswith("+++ "):
+        raise PatchError(f"{name}: '--- ' line {start + 1} is not followed by a '+++ ' line")
+    old_path = lines[start][4:].split("\t")[0].strip()
+    new_path = lines[start + 1][4:].split("\t")[0].strip()
+    path = new_path[2:] if new_path.startswith("b/") else new_path
+    if (old_path[2:] if old_path.startswith("a/") else old_path) != path:
+        raise PatchError(f"{name}: renames or creates a file ({old_path} -> {new_path}); only edits are supported")
+    header_end = next((i for i in range(start) if lines[i] == "---" or lines[i].startswith("diff --git ")), start)
+    header = "\n".join(lines[:header_end])
+
+    hunks: list[Hunk] = []
+    i = start + 2
+    while i < len(lines) and lines[i].startswith("@@"):
+        match = _HUNK_HEADER.match(lines[i])
+        if not match:
+            raise PatchError(f"{name}: malformed hunk header at line {i + 1}: {lines[i]!r}")
+        old_count = int(match.group(2) or 1)
+        new_count = int(match.group(4) or 1)
+        hunk = Hunk(old_start=int(match.group(1)))
+        i += 1
+        while len(hunk.old_lines) < old_count or len(hunk.new_lines) < new_count:
+            if i >= len(lines):
+                raise PatchError(f"{name}: hunk #{len(hunks) + 1} is truncated (file ends at line {i})")
+            line = lines[i]
+            tag, body = line[:1], line[1:]
+            if tag == " " or line == "":
+                hunk.old_lines.append(body)
+                hunk.new_lines.append(body)
+            elif tag == "-":
+                hunk.old_lines.append(body)
+            elif tag == "+":
+                hunk.new_lines.append(body)
+            elif tag != "\\":
+                raise PatchError(f"{name}: hunk #{len(hunks) + 1} has a corrupt line {i + 1}: {line!r}")
+            i += 1
+        if len(hunk.old_lines) != old_count or len(hunk.new_lines) != new_count:
+            raise PatchError(f"{name}: hunk #{len(hunks) + 1} line counts do not match its header")
+        hunks.append(hunk)
+    if not hunks:
+        raise PatchError(f"{name}: diff of {path} has no hunks")
+    rest = [line for line in lines[i:] if line.strip()]
+    if rest and not rest[0].startswith("-- "):
+        raise PatchError(f"{name}: unexpected text after the last hunk at line {i + 1}: {lines[i]!r}")
+    return Patch(name=name, header=header, path=path, hunks=hunks)
+
+
+def apply_patch(text: str, patch: Patch) -> str:
+    """Apply ``patch`` to ``text`` and return the new text; raises PatchApplyError on any mismatch."""
+    lines = text.splitlines()
+    shift = 0  # how far earlier hunks moved the lines below them
+    for number, hunk in enumerate(patch.hunks, start=1):
+        wanted = hunk.old_start - 1 + shift if hunk.old_lines else hunk.old_start + shift
+        at = _locate(lines, hunk.old_lines, wanted)
+        if at is None:
+            line, expected, actual = _first_mismatch(lines, hunk.old_lines, wanted)
+            raise PatchApplyError(patch.name, number, line, expected, actual)
+        lines[at : at + len(hunk.old_lines)] = hunk.new_lines
+        shift += len(hunk.new_lines) - len(hunk.old_lines) + (at - wanted)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def _locate(lines: list[str], old: list[str], wanted: int) -> int | None:
+    for delta in range(MAX_OFFSET + 1):
+        for at in (wanted - delta, wanted + delta) if delta else (wanted,):
+            if 0 <= at <= len(lines) - len(old) and lines[at : at + len(old)] == old:
+                return at
+    return None
+
+
+def _first_mismatch(lines: list[str], old: list[str], wanted: int) -> tuple[int, str, str | None]:
+    for k, expected in enumerate(old):
+        at = wanted + k
+        actual = lines[at] if 0 <= at < len(lines) else None
+        if actual != expected:
+            return at + 1, expected, actual
+    return wanted + 1, old[0] if old else "", None
+
+
+def read_series(directory: Path) -> list[Patch]:
+    """The patches a series directory lists, in order, parsed."""
+    series = directory / "series"
+    if not series.is_file():
+        raise PatchError(f"{series}: no series file")
+    names = [line.split("#")[0].strip() for line in series.read_text().splitlines()]
+    names = [n for n in names if n]
+    if len(set(names)) != len(names):
+        raise PatchError(f"{series}: lists a patch more than once")
+    patches = []
+    for name in names:
+        path = directory / name
+        if not path.is_file():
+            raise PatchError(f"{series}: lists {name}, which does not exist")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise PatchError(f"{path}: not UTF-8 text ({e})") from None
+        patches.append(parse_patch(text, str(path)))
+    return patches
+
+
+def apply_series(text: str, patches: list[Patch], path: str) -> str:
+    for patch in patches:
+        if patch.path != path:
+            raise PatchError(f"{patch.name}: patches {patch.path}, not {path}")
+        text = apply_patch(text, patch)
+    return text
