@@ -1,0 +1,25 @@
+"""Upstream #283 as reported: thunder.jit(autocast((a @ b) + c, bfloat16)) on float32 inputs.
+
+On 0.2.6 this exact program passes stock only because generated names shifted; the swap-by-name
+defect behind it is exercised by autocast_chain.
+"""
+
+import thunder
+from thunder.transforms.autocast import autocast
+
+from thunder_overlay.reproducers._common import assert_close, checked, float64_copies, inputs
+
+
+def h(a, b, c):
+    return (a @ b) + c
+
+
+def run() -> str:
+    args = inputs(3)
+    jfn = thunder.jit(autocast(h, dtype=thunder.bfloat16))
+    err = assert_close(jfn(*args), h(*float64_copies(args)), "bfloat16")
+    return f"rel. error {err:.1e}, {checked(jfn)} traces checked"
+
+
+if __name__ == "__main__":
+    print(run())
