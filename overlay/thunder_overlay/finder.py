@@ -143,8 +143,9 @@ def patched_filename(origin: str) -> str:
 
 
 class PatchedSourceLoader(importlib.abc.Loader):
-    """Executes the patched text as the module. ``__file__`` stays the real file; the code's filename
-    says it is patched, and linecache holds the patched lines so tracebacks and inspect show them."""
+    """Executes the patched text as the module. ``__file__`` and the code's filename say the module is
+    patched (``__spec__.origin`` stays the real file), and linecache holds the patched lines under that
+    name, so tracebacks and inspect.getsource show what runs."""
 
     def __init__(self, fullname: str, origin: str, text: str):
         self.fullname, self.origin, self.text = fullname, origin, text
@@ -155,7 +156,7 @@ class PatchedSourceLoader(importlib.abc.Loader):
     def exec_module(self, module) -> None:
         filename = patched_filename(self.origin)
         linecache.cache[filename] = (len(self.text), None, self.text.splitlines(keepends=True), filename)
-        module.__file__ = self.origin
+        module.__file__ = filename
         exec(compile(self.text, filename, "exec", dont_inherit=True), module.__dict__)
 
 

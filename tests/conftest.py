@@ -1,0 +1,57 @@
+"""Shared helpers: every overlay-on/off comparison runs real thunder in a fresh subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PATCHES = REPO / "patches"
+
+
+def run_python(*code: str, overlay: str = "1", env: dict | None = None, args=(), timeout: int = 600):
+    """Run the code parts, one after the other, in a fresh interpreter of this environment (start-up hook
+    included)."""
+    full_env = dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="default")
+    full_env.pop("PYTHONPATH", None)
+    full_env.pop("THUNDER_OVERLAY_PATCHES", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, *args, "-c", "\n".join(textwrap.dedent(part) for part in code)],
+        env=full_env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+# A small jit that must work whenever the overlay refuses: stock thunder keeps running.
+JIT_STILL_WORKS = """
+import torch, thunder
+out = thunder.jit(lambda a, b: a * b + 1)(torch.ones(2), torch.full((2,), 2.0))
+assert out.tolist() == [3.0, 3.0], out
+print("jit works")
+"""
+
+
+@pytest.fixture(scope="session")
+def thunder_copy(tmp_path_factory) -> Path:
+    """A copy of the installed thunder 0.2.6 (package and dist-info) in a --target style directory."""
+    import thunder
+
+    site = Path(thunder.__file__).parents[1]
+    target = tmp_path_factory.mktemp("thunder-copy")
+    shutil.copytree(site / "thunder", target / "thunder", ignore=shutil.ignore_patterns("__pycache__", "tests"))
+    (dist,) = site.glob("lightning_thunder-*.dist-info")
+    shutil.copytree(dist, target / dist.name)
+    return target
+
+
+@pytest.fixture
+def patches_copy(tmp_path) -> Path:
+    """A copy of the patches directory, for the explicit THUNDER_OVERLAY_PATCHES override."""
+    shutil.copytree(PATCHES, tmp_path / "patches")
+    return tmp_path / "patches"
