@@ -1,0 +1,142 @@
+"""Bad input never leaves a half-patched thunder: one clear message, stock thunder keeps working, and
+THUNDER_OVERLAY=strict turns the refusal into an ImportError. All cases use real files."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import JIT_STILL_WORKS, REPO, run_python
+
+IMPORT_AND_REPORT = """
+import json, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import thunder, thunder.core.jit_ext as je
+import thunder_overlay
+messages = [str(w.message) for w in caught if "thunder-overlay" in str(w.message)]
+print(json.dumps({"messages": messages, "patched": hasattr(je, "ProxyRenames"), "status": thunder_overlay.status()}))
+"""
+
+
+def refused(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "jit works" in proc.stdout
+    out = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert len(out["messages"]) == 1, out["messages"]
+    assert not out["patched"], "a refusal leaves the stock module"
+    assert out["status"]["state"] == "refused" and out["status"]["patches"] == []
+    assert out["messages"][0].endswith(out["status"]["reason"])
+    return out
+
+
+def run_refusal(env: dict, overlay: str = "1"):
+    return run_python(IMPORT_AND_REPORT, JIT_STILL_WORKS, env=env, overlay=overlay)
+
+
+def assert_strict_raises(env: dict, reason: str):
+    proc = run_python("import thunder", env=env, overlay="strict")
+    assert proc.returncode != 0
+    assert "ImportError: thunder-overlay: not patching thunder.core.jit_ext" in proc.stderr
+    assert reason in proc.stderr
+
+
+def test_locally_edited_jit_ext_is_refused(thunder_copy):
+    jit_ext = thunder_copy / "thunder" / "core" / "jit_ext.py"
+    lines = jit_ext.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].rstrip("\n") + "  # edited locally\n"
+    jit_ext.write_text("".join(lines))
+    env = {"PYTHONPATH": str(thunder_copy)}
+    out = refused(run_refusal(env))
+    reason = out["status"]["reason"]
+    assert str(jit_ext) in reason and "thunder 0.2.6" in reason and "edited locally" in reason
+    assert out["status"]["thunder_path"] == str(thunder_copy / "thunder")
+    assert_strict_raises(env, "edited locally")
+
+
+def test_release_without_patch_set_is_refused(patches_copy):
+    manifest = patches_copy / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('"0.2.6"', '"0.2.99"'))
+    env = {"THUNDER_OVERLAY_PATCHES": str(patches_copy)}
+    out = refused(run_refusal(env))
+    assert re.search(r"thunder 0\.2\.6 has no patch set \(supported releases: .*0\.2\.99", out["status"]["reason"])
+    assert out["status"]["patches_override"] is True and out["status"]["patches_dir"] == str(patches_copy)
+    assert_strict_raises(env, "has no patch set")
+
+
+def _series_patch(patches_copy: Path) -> Path:
+    import importlib.metadata
+
+    from thunder_overlay import manifest
+
+    base = manifest.base_for(manifest.load(patches_copy), importlib.metadata.version("lightning-thunder"))
+    first = next(n for n in (base.directory / "series").read_text().splitlines() if n and not n.startswith("#"))
+    return base.directory / first
+
+
+def test_patch_that_does_not_apply_is_refused(patches_copy):
+    patch = _series_patch(patches_copy)
+    text = patch.read_text()
+    diff = text[text.index("\n@@"):]
+    context = next(line for line in diff.splitlines() if line.startswith(" ") and len(line) > 20)
+    patch.write_text(text.replace(context, context + " # drifted", 1))
+    env = {"THUNDER_OVERLAY_PATCHES": str(patches_copy)}
+    out = refused(run_refusal(env))
+    reason = out["status"]["reason"]
+    assert "PatchApplyError" in reason and patch.name in reason and "hunk #" in reason and "# drifted" in reason
+    assert_strict_raises(env, "does not apply")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "corrupt", "empty"])
+def test_corrupt_or_truncated_patch_is_refused(patches_copy, damage):
+    patch = _series_patch(patches_copy)
+    text = patch.read_text()
+    if damage == "truncate":
+        text = text[: len(text) * 2 // 3]
+    elif damage == "corrupt":
+        lines = text.splitlines(keepends=True)
+        first_hunk = next(i for i, line in enumerate(lines) if line.startswith("@@"))
+        lines[first_hunk + 2] = "?" + lines[first_hunk + 2][1:]
+        text = "".join(lines)
+    else:
+        text = ""
+    patch.write_text(text)
+    out = refused(run_refusal({"THUNDER_OVERLAY_PATCHES": str(patches_copy)}))
+    assert "PatchError" in out["status"]["reason"] and patch.name in out["status"]["reason"]
+
+
+def test_thunder_imported_before_the_finder_stays_stock():
+    proc = run_python(
+        """
+        import os, sys, json, warnings
+        import thunder
+        os.environ["THUNDER_OVERLAY"] = "1"
+        import thunder_overlay
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            status = thunder_overlay.enable()
+        print(json.dumps({"messages": [str(w.message) for w in caught], "status": status}))
+        """,
+        JIT_STILL_WORKS,
+        overlay="0",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[0])
+    assert len(out["messages"]) == 1 and "imported before the overlay was enabled" in out["messages"][0]
+    assert "jit_ext.py" in out["messages"][0]
+    assert out["status"]["state"] == "stock-imported"
+    assert "jit works" in proc.stdout
+
+
+def test_thunder_not_installed_is_reported():
+    # -S skips site-packages: no thunder, no torch, and no start-up hook; enable() installs the finder.
+    proc = run_python(
+        "import json, thunder_overlay; print(json.dumps(thunder_overlay.enable()))",
+        args=("-S",),
+        env={"PYTHONPATH": str(REPO / "overlay")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    status = json.loads(proc.stdout)
+    assert status["state"] == "refused" and status["reason"] == "thunder is not installed (no importable 'thunder' package)"
