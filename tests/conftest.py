@@ -19,9 +19,11 @@ def run_python(*code: str, overlay: str = "1", env: dict | None = None, args=(),
     """Run the code parts, one after the other, in a fresh interpreter of this environment (start-up hook
     included)."""
     full_env = dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="default")
-    full_env.pop("PYTHONPATH", None)
     full_env.pop("THUNDER_OVERLAY_PATCHES", None)
-    full_env.update(env or {})
+    env = dict(env or {})
+    if "PYTHONPATH" in env and os.environ.get("PYTHONPATH"):  # keep a release chosen by the version matrix
+        env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
+    full_env.update(env)
     return subprocess.run(
         [sys.executable, *args, "-c", "\n".join(textwrap.dedent(part) for part in code)],
         env=full_env, capture_output=True, text=True, timeout=timeout,

@@ -7,7 +7,6 @@ CI runs a bounded, derandomized number of examples; THUNDER_OVERLAY_EXAMPLES=500
 
 import os
 
-import pytest
 import thunder
 from hypothesis import HealthCheck, given, settings, strategies as st
 from thunder.transforms.autocast import autocast

@@ -4,6 +4,8 @@ Programs run under the overlay in this process (the start-up hook patched jit_ex
 thunder in a THUNDER_OVERLAY=0 subprocess, which must fail: that proves the patch is what fixes them.
 """
 
+import re
+
 import pytest
 import torch
 import thunder
@@ -51,7 +53,7 @@ def test_chain_forward_backward_matches_float64_gradients():
 @pytest.mark.parametrize("program", ["autocast_chain", "autocast_chain_grad"])
 def test_stock_thunder_fails_the_chain(program):
     outcome = stock_outcome(program)
-    assert "Expected a.dtype=thunder.dtypes.float32 and b.dtype=thunder.dtypes.bfloat16" in outcome, outcome
+    assert re.search(r"Expected a.dtype=\S*float32 and b.dtype=\S*bfloat16", outcome), outcome
 
 
 def test_stock_thunder_on_seed_283_as_reported():
@@ -61,7 +63,7 @@ def test_stock_thunder_on_seed_283_as_reported():
             f"stock thunder {thunder.__version__} passes the program exactly as reported in #283 (its generated "
             "names shifted); the chain tests above show the same defect failing stock"
         )
-    assert "Expected a.dtype=thunder.dtypes.float32 and b.dtype=thunder.dtypes.bfloat16" in outcome, outcome
+    assert re.search(r"Expected a.dtype=\S*float32 and b.dtype=\S*bfloat16", outcome), outcome
 
 
 def test_checker_names_proxy_symbol_and_both_dtypes_of_a_mislabelled_trace():

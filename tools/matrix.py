@@ -1,0 +1,91 @@
+"""Version matrix: every supported thunder release against the overlay, in one torch environment.
+
+    python tools/matrix.py [--releases 0.2.1 0.2.3] [--no-tests] [--out tools/results]
+
+For each release, ``pip install --no-deps --target tools/.releases/X lightning-thunder==X`` (once),
+then with ``PYTHONPATH`` pointing there: ``thunder-overlay status`` (is the series applied?),
+``thunder-overlay verify`` (the reproducers, stock and overlay) and the overlay's own tests. Prints a
+release x check table and writes it as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RELEASES_DIR = REPO / "tools" / ".releases"
+sys.path.insert(0, str(REPO / "overlay"))
+from thunder_overlay import manifest  # noqa: E402
+
+
+def install(release: str) -> Path:
+    target = RELEASES_DIR / release
+    if not (target / "thunder" / "core" / "jit_ext.py").is_file():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+             "--target", str(target), f"lightning-thunder=={release}"],
+            check=True,
+        )
+    return target
+
+
+def run(cmd: list[str], target: Path, timeout: int = 3600) -> tuple[int, str]:
+    env = dict(os.environ, PYTHONPATH=str(target), PYTHONWARNINGS="ignore")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def summary_line(output: str, prefix: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    return next((line.strip("= ") for line in reversed(lines) if prefix in line), lines[-1] if lines else "")
+
+
+def check_release(release: str, with_tests: bool) -> dict:
+    start = time.perf_counter()
+    target = install(release)
+    bindir = Path(sys.executable).parent
+    row = {"release": release}
+    code, out = run([str(bindir / "thunder-overlay"), "status"], target)
+    row["applied"] = "patched" if code == 0 and out.lstrip().startswith("thunder-overlay: patched") else "NO: " + summary_line(out, "reason")
+    code, out = run([str(bindir / "thunder-overlay"), "verify"], target)
+    row["reproducers"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, "programs pass")
+    if with_tests:
+        code, out = run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"], target)
+        row["tests"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, " in ")
+    row["seconds"] = round(time.perf_counter() - start)
+    row["ok"] = row["applied"] == "patched" and all(row[k].startswith("ok") for k in ("reproducers", "tests") if k in row)
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--releases", nargs="*", default=manifest.supported_releases(manifest.load()))
+    parser.add_argument("--no-tests", action="store_true", help="skip the overlay's own tests")
+    parser.add_argument("--out", type=Path, default=REPO / "tools" / "results")
+    args = parser.parse_args(argv)
+
+    rows = []
+    for i, release in enumerate(args.releases, start=1):
+        print(f"[{i}/{len(args.releases)}] thunder {release} ...", flush=True)
+        rows.append(check_release(release, not args.no_tests))
+        print(f"    {rows[-1]}", flush=True)
+
+    columns = ["release", "applied", "reproducers"] + ([] if args.no_tests else ["tests"]) + ["seconds"]
+    print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"date": date.today().isoformat(), "python": sys.version.split()[0], "rows": rows}
+    (args.out / "matrix.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
