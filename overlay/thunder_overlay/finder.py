@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import linecache
 import os
@@ -76,11 +75,16 @@ def _upstream_spec(finder, fullname: str, path) -> importlib.machinery.ModuleSpe
 
 
 def _thunder_release(jit_ext_file: Path) -> str | None:
-    """The version of the lightning-thunder distribution installed beside this very file."""
-    site_dir = jit_ext_file.parents[2]
-    for dist in importlib.metadata.distributions(path=[str(site_dir)]):
-        if (dist.metadata["Name"] or "").lower().replace("_", "-") == "lightning-thunder":
-            return dist.version
+    """The version of the lightning-thunder distribution installed beside this very file (read from its
+    dist-info directly: importlib.metadata would scan every distribution on the path)."""
+    for dist_info in sorted(jit_ext_file.parents[2].glob("lightning_thunder-*.dist-info")):
+        metadata = dist_info / "METADATA"
+        if metadata.is_file():
+            for line in metadata.read_text(encoding="utf-8").splitlines():
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line:
+                    break
     return None
 
 

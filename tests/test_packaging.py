@@ -1,0 +1,50 @@
+"""The wheel carries the patches and the start-up hook, and works when installed as a wheel."""
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import PATCHES, REPO
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(REPO)],
+        check=True,
+    )
+    (path,) = out.glob("thunder_overlay-*.whl")
+    return path
+
+
+def test_wheel_contains_every_patch_the_manifest_and_the_hooks(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"thunder_overlay/patches/{p.relative_to(PATCHES)}" for p in PATCHES.rglob("*") if p.is_file()}
+    assert "thunder_overlay/patches/manifest.toml" in expected
+    assert expected <= names, sorted(expected - names)
+    assert {"thunder_overlay.pth", "thunder_overlay.start", "thunder_overlay/finder.py"} <= names
+    hook = zipfile.ZipFile(wheel).read("thunder_overlay.pth").decode()
+    assert hook.startswith("import os;") and "THUNDER_OVERLAY" in hook
+
+
+def test_installed_wheel_patches_thunder(wheel, tmp_path):
+    import thunder
+
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True)
+    # -S, then the wheel's directory as a site directory (its .pth runs) before the one holding thunder.
+    code = (
+        f"import site; site.addsitedir({str(target)!r}); site.addsitedir({str(Path(thunder.__file__).parents[1])!r}); "
+        "import json, thunder.core.jit_ext, thunder_overlay as t; print(json.dumps([t.__file__, t.status()]))"
+    )
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    module_file, status = json.loads(proc.stdout.splitlines()[-1])
+    assert module_file.startswith(str(target))
+    assert status["state"] == "patched" and status["patches_dir"].startswith(str(target))
