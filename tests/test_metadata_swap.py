@@ -90,7 +90,7 @@ def test_checker_rejects_two_proxies_with_one_name():
     first, second = [b for b in trace.bound_symbols if b.sym.name == "matmul"][:2]
     bad = thunder.core.trace.from_trace(trace)
     with thunder.core.trace.tracectx(bad):
-        twin = thunder.core.proxies.TensorProxy(like=second.output, name="twin_tmp")
+        twin = thunder.core.proxies.TensorProxy(like=second.output, dtype=thunder.float64, name="twin_tmp")
     twin._name = first.output.name
     bad.bound_symbols = [
         b.from_bsym_swap_proxies({thunder.core.proxies.variableify(second.output): twin}) for b in trace.bound_symbols
