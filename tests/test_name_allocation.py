@@ -1,0 +1,184 @@
+"""Patch 0002 (upstream #946): names are allocated after tracing, user names win, thunder's own locals
+never name a proxy. Stock halves run in THUNDER_OVERLAY=0 subprocesses."""
+
+import json
+
+import pytest
+import torch
+import thunder
+from hypothesis import HealthCheck, given, settings, strategies as st
+from thunder import clang
+from thunder.transforms.autocast import autocast
+
+from thunder_overlay import check_traces, status
+
+from conftest import run_python
+
+pytestmark = pytest.mark.skipif(
+    "0002-allocate-proxy-names-after-tracing.patch" not in status()["patches"], reason="patch 0002 not active"
+)
+
+
+def seed_946(x, y, device):
+    a = x * y
+    b = y / x
+    c = x * y
+    d = y / x
+    z = a * b
+    w = c * d
+    m = w * 1
+    a = clang.uniform(w.shape, device=device, dtype=thunder.float16)
+    return z, w, m, a
+
+
+def op_names(trace) -> list[tuple[str, str]]:
+    """(symbol, output name) of every top-level proxy-producing operation."""
+    return [(b.sym.name, o.name) for b in trace.bound_symbols for o in b.flat_proxy_outs if b.sym.name != "unpack_trivial"]
+
+
+def returned_names(trace) -> list[str]:
+    return [p.name for p in thunder.core.pytree.tree_iter(trace.output) if isinstance(p, thunder.Proxy)]
+
+
+def round_trip(fn, *args, **kwargs):
+    """(the source trace, the initial computation trace of thunder.jit(source.python_callable()))."""
+    source = thunder.trace()(fn, *args, **kwargs)
+    jfn = thunder.jit(source.python_callable(), executors=["torch"])
+    jfn(*args, **kwargs)
+    return source, thunder.last_traces(jfn)[0], jfn
+
+
+def test_seed_946_round_trip_keeps_every_name():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    source, jitted, jfn = round_trip(seed_946, x, y, "cpu")
+    assert [n for _, n in op_names(jitted)] == [n for _, n in op_names(source)] == [f"t{i}" for i in range(8)]
+    assert returned_names(jitted) == ["t4", "t5", "t6", "t7"]
+    check_traces(jfn)
+
+
+def test_stock_keeps_one_of_eight_names_in_seed_946():
+    proc = run_python(
+        """
+        import json, torch, thunder
+        from test_name_allocation import seed_946, op_names, round_trip
+        source, jitted, _ = round_trip(seed_946, torch.randn(3, 4), torch.randn(3, 4), "cpu")
+        print(json.dumps([[n for _, n in op_names(source)], [n for _, n in op_names(jitted)]]))
+        """,
+        overlay="0",
+        env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    source, jitted = json.loads(proc.stdout.splitlines()[-1])
+    assert sum(a == b for a, b in zip(source, jitted)) == 1, (source, jitted)
+
+
+# thunder.trace() runs the program on proxies, so it calls thunder.torch (ltorch), not torch
+UNARY = ["ltorch.tanh({})", "ltorch.exp({} * 0.1)", "{} * 2.0", "{} + 1.0", "ltorch.softmax({}, -1)", "{}.sum(-1, keepdim=True)"]
+BINARY = ["{} * {}", "{} + {}", "{} - {}", "{} / ({}.abs() + 1.0)"]
+
+
+@st.composite
+def programs(draw):
+    values, lines = ["x", "y"], []
+    for _ in range(draw(st.integers(1, 10))):
+        a, b = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+        expr = draw(st.sampled_from(BINARY)).format(a, b) if draw(st.booleans()) else draw(st.sampled_from(UNARY)).format(a)
+        name = f"v{len(lines)}"
+        lines.append(f"{name} = {expr}")
+        values.append(name)
+    outputs = draw(st.lists(st.sampled_from(values[2:]), min_size=1, max_size=3, unique=True))
+    return "def program(x, y):\n    " + "\n    ".join(lines + [f"return {', '.join(outputs)},"]) + "\n"
+
+
+@settings(max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(source_code=programs())
+def test_round_trip_of_generated_programs_reproduces_every_name(source_code):
+    namespace = {"ltorch": thunder.torch}
+    exec(source_code, namespace)
+    source, jitted, jfn = round_trip(namespace["program"], torch.randn(4, 4), torch.randn(4, 4))
+    source_args = [p.name for p in source.args]
+    assert [p.name for p in jitted.args] == [n for n in source_args if n in {p.name for p in jitted.args}]
+    assert {p.name for p in jitted.args} <= set(source_args)  # thunder.jit drops unused inputs
+    assert op_names(jitted) == op_names(source), source_code
+    assert returned_names(jitted) == returned_names(source)
+
+
+@pytest.mark.parametrize("config", ["llama2-like", "gpt-neox-like"])
+def test_round_trip_of_litgpt_initial_trace_reproduces_every_name(config):
+    from litgpt import GPT
+    from thunder.tests.litgpt_model import Config
+
+    cfg = Config.from_name(config)
+    cfg.n_layer = 1
+    model = GPT(cfg)
+    x = torch.randint(0, cfg.padded_vocab_size, (1, 8))
+    jmodel = thunder.jit(model)
+    jmodel(x)
+    source = thunder.last_traces(jmodel)[0]
+    tensors = {}
+    for b in thunder.last_prologue_traces(jmodel)[0].bound_symbols:
+        if b.sym.name in ("unpack_parameter", "unpack_buffer"):
+            tensors[b.output.name] = model.get_parameter(b.args[1]) if b.sym.name == "unpack_parameter" else model.get_buffer(b.args[1])
+    jfn = thunder.jit(source.python_callable())
+    jfn(*[tensors.get(p.name, x) for p in source.args])
+    jitted = thunder.last_traces(jfn)[0]
+    assert [p.name for p in jitted.args] == [p.name for p in source.args]
+    assert op_names(jitted) == op_names(source)
+
+
+def generated_looking(x):
+    t0 = torch.softmax(x, -1)
+    t1 = torch.nn.functional.layer_norm(t0, (4,))
+    t5 = t1 * 2
+    t_2 = torch.softmax(t5, 0)
+    i0 = t_2 + t0
+    return i0
+
+
+def ordinary(x, w):
+    gate = x @ w
+    up = x * 2
+    act = torch.nn.functional.silu(gate)
+    out = act * up
+    return out
+
+
+def test_user_names_shaped_like_generated_ones_are_kept():
+    jfn = thunder.jit(generated_looking)
+    jfn(torch.randn(3, 4))
+    trace = thunder.last_traces(jfn)[0]
+    names = {n for _, n in op_names(trace)}
+    assert {"t0", "t1", "t5", "t_2", "i0"} <= names, trace
+    check_traces(jfn)
+
+
+def test_ordinary_names_stay_as_they_are():
+    jfn = thunder.jit(ordinary)
+    jfn(torch.randn(3, 4), torch.randn(4, 4))
+    trace = thunder.last_traces(jfn)[0]
+    assert [p.name for p in trace.args] == ["x", "w"]
+    assert {"gate", "up", "act", "out"} <= {n for _, n in op_names(trace)}
+
+
+THUNDER_LOCALS = {"result", "tree", "obj", "fn", "args", "kwargs", "res", "out", "output", "proxy", "bsym"}
+
+
+def autocast_chain(a, b, c):
+    u = a @ b
+    v = u @ c
+    return v + c
+
+
+def test_autocast_trace_uses_user_arguments_and_no_thunder_locals():
+    jfn = thunder.jit(autocast(autocast_chain, dtype=thunder.bfloat16))
+    jfn(*(torch.randn(2, 2) for _ in range(3)))
+    for trace in thunder.last_traces(jfn):
+        if trace.fn is None and not trace.args:
+            continue
+    trace = thunder.last_traces(jfn)[0]
+    assert [p.name for p in trace.args] == ["a", "b", "c"]
+    named = {n for _, n in op_names(trace)} | {p.name for p in trace.args}
+    assert not named & THUNDER_LOCALS, trace
+    # ``a``/``b`` of thunder's autocast rules must not name the rules' intermediates either
+    assert [n for _, n in op_names(trace)].count("a") == 0
+    check_traces(jfn)
