@@ -7,28 +7,16 @@ import pytest
 import torch
 import thunder
 from hypothesis import HealthCheck, given, settings, strategies as st
-from thunder import clang
 from thunder.transforms.autocast import autocast
 
 from thunder_overlay import check_traces, status
+from thunder_overlay.reproducers.seed_946_names import func as seed_946
 
 from conftest import run_python
 
 pytestmark = pytest.mark.skipif(
     "0002-allocate-proxy-names-after-tracing.patch" not in status()["patches"], reason="patch 0002 not active"
 )
-
-
-def seed_946(x, y, device):
-    a = x * y
-    b = y / x
-    c = x * y
-    d = y / x
-    z = a * b
-    w = c * d
-    m = w * 1
-    a = clang.uniform(w.shape, device=device, dtype=thunder.float16)
-    return z, w, m, a
 
 
 def op_names(trace) -> list[tuple[str, str]]:

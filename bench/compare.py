@@ -1,0 +1,137 @@
+"""Compare stock thunder with the overlay: alternating benchmark runs, then a ratio table.
+
+    python bench/compare.py [--quick] [--pairs K] [--compile-threshold 1.03] [--exec-threshold 1.02]
+                            [--out DIR] [--overlay-pythonpath DIR] [-k EXPR] [--large] [--report-only]
+
+Runs K pairs of subprocesses, stock (THUNDER_OVERLAY=0) then overlay (THUNDER_OVERLAY=1), each
+``python -m pytest bench/ --benchmark-json=...``, so slow drifts of a shared machine hit both
+sides alike.  All JSON and logs stay in DIR (default bench/results/<timestamp>/) together with
+summary.txt / summary.json and, when the chain-N workloads ran, scaling.png.
+Exit status: 0 within thresholds, 1 some median ratio above its threshold, 2 a run failed or
+nothing was comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import report  # noqa: E402
+
+SIDES = (("stock", "0"), ("overlay", "1"))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="CI subset (under 5 minutes on 2 cores)")
+    p.add_argument("--pairs", type=int, default=None, help="stock/overlay pairs (default 2 quick, 3 otherwise)")
+    p.add_argument("--compile-threshold", type=float, default=1.03)
+    p.add_argument("--exec-threshold", type=float, default=1.02)
+    p.add_argument("--out", type=Path, default=None, help="results folder (default bench/results/<timestamp>)")
+    p.add_argument("--overlay-pythonpath", default=None, help="prepend to PYTHONPATH on the overlay side only")
+    p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression, e.g. 'cuda' or 'cpu'")
+    p.add_argument("--large", action="store_true", help="also the larger litgpt configuration")
+    p.add_argument("--stat", default="median", choices=("median", "min", "mean"), help="per-run statistic to compare")
+    p.add_argument("--report-only", action="store_true", help="only rebuild the report from --out")
+    return p.parse_args(argv)
+
+
+def pytest_command(args, json_path: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", str(BENCH), "-q", "-rs", "-p", "no:cacheprovider"]
+    cmd += [f"--benchmark-json={json_path}", "--benchmark-columns=min,median,max,rounds"]
+    if args.quick:
+        cmd += ["--bench-quick", "--benchmark-max-time=0.1", "--benchmark-min-rounds=5"]
+    else:
+        cmd += ["--bench-full", "--benchmark-max-time=0.5"]
+    if args.large:
+        cmd.append("--bench-large")
+    if args.keyword:
+        cmd += ["-k", args.keyword]
+    return cmd
+
+
+def side_env(side: str, flag: str, args) -> dict[str, str]:
+    env = dict(os.environ, THUNDER_OVERLAY=flag)
+    if side == "overlay" and args.overlay_pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (args.overlay_pythonpath, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_pairs(args, out: Path) -> list[dict]:
+    runs, start = [], time.monotonic()
+    for i in range(1, args.pairs + 1):
+        for side, flag in SIDES:
+            stem = f"pair{i:02d}-{side}"
+            print(f"[pair {i}/{args.pairs}] {side:7} running ... (elapsed {time.monotonic() - start:6.1f}s)", flush=True)
+            t0 = time.monotonic()
+            with open(out / f"{stem}.log", "w") as log:
+                rc = subprocess.call(
+                    pytest_command(args, out / f"{stem}.json"),
+                    env=side_env(side, flag, args),
+                    cwd=BENCH.parent,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            took = time.monotonic() - t0
+            status = "ok" if rc == 0 else f"pytest exit {rc}, see {out / stem}.log"
+            print(f"[pair {i}/{args.pairs}] {side:7} {status} in {took:.1f}s (elapsed {time.monotonic() - start:6.1f}s)")
+            runs.append({"pair": i, "side": side, "json": f"{stem}.json", "rc": rc, "seconds": round(took, 1)})
+    (out / "runs.json").write_text(json.dumps(runs, indent=1))
+    print(f"total {time.monotonic() - start:.1f}s for {args.pairs} pairs")
+    return runs
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.pairs is None:
+        args.pairs = 2 if args.quick else 3
+    out = args.out or BENCH / "results" / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"results in {out}")
+    if args.report_only:
+        runs = json.loads((out / "runs.json").read_text())
+    else:
+        runs = run_pairs(args, out)
+
+    pairs = []
+    for i in sorted({r["pair"] for r in runs}):
+        by_side = {r["side"]: out / r["json"] for r in runs if r["pair"] == i}
+        pairs.append((by_side.get("stock"), by_side.get("overlay")))
+    thresholds = {"compile": args.compile_threshold, "exec": args.exec_threshold}
+    rows = report.build_rows([p for p in pairs if all(p)], thresholds, args.stat)
+    text = report.render(rows)
+    table = report.scaling(rows)
+    if table:
+        text += "\n\n" + report.render_scaling(table)
+        if report.plot_scaling(table, out / "scaling.png"):
+            text += f"\n\nwrote {out / 'scaling.png'}"
+    text += f"\n\nthresholds: compile {args.compile_threshold}, exec {args.exec_threshold}"
+    text += f" (on the median of the per-pair ratios of {args.stat}s)"
+    print(text)
+    (out / "summary.txt").write_text(text + "\n")
+    (out / "summary.json").write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+
+    failed = [r for r in runs if r["rc"] != 0]
+    slower = [r for r in rows if r.verdict == "SLOWER"]
+    if failed:
+        print(f"FAILED: {len(failed)} pytest run(s) exited non-zero (logs in {out})")
+        return 2
+    if not any(r.ratios for r in rows):
+        print("FAILED: no benchmark ran on both sides (all skipped or deselected?)")
+        return 2
+    if slower:
+        print("SLOWER than threshold: " + ", ".join(f"{r.workload}/{r.measure}/{r.target}" for r in slower))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
