@@ -1,6 +1,6 @@
 """Version matrix: every supported thunder release against the overlay, in one torch environment.
 
-    python tools/matrix.py [--releases 0.2.1 0.2.3] [--no-tests] [--out tools/results]
+    python tools/matrix.py [--releases 0.2.1 0.2.3] [--no-tests | --test-releases 0.2.1] [--out tools/results]
 
 For each release, ``pip install --no-deps --target tools/.releases/X lightning-thunder==X`` (once),
 then with ``PYTHONPATH`` pointing there: ``thunder-overlay status`` (is the series applied?),
@@ -68,19 +68,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--releases", nargs="*", default=manifest.supported_releases(manifest.load()))
     parser.add_argument("--no-tests", action="store_true", help="skip the overlay's own tests")
+    parser.add_argument("--test-releases", nargs="*", default=None, help="run the overlay's tests only for these")
     parser.add_argument("--out", type=Path, default=REPO / "tools" / "results")
     args = parser.parse_args(argv)
 
     rows = []
     for i, release in enumerate(args.releases, start=1):
         print(f"[{i}/{len(args.releases)}] thunder {release} ...", flush=True)
-        rows.append(check_release(release, not args.no_tests))
+        with_tests = not args.no_tests and (args.test_releases is None or release in args.test_releases)
+        rows.append(check_release(release, with_tests))
         print(f"    {rows[-1]}", flush=True)
 
-    columns = ["release", "applied", "reproducers"] + ([] if args.no_tests else ["tests"]) + ["seconds"]
+    columns = ["release", "applied", "reproducers", "tests", "seconds"]
     print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     for row in rows:
-        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+        print("| " + " | ".join(str(row.get(c, "not run")) for c in columns) + " |")
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"date": date.today().isoformat(), "python": sys.version.split()[0], "rows": rows}
     (args.out / "matrix.json").write_text(json.dumps(result, indent=2) + "\n")
