@@ -222,7 +222,7 @@ def main():
     if args.kexpr:
         plan = [(m, f"({k}) and ({args.kexpr})" if k else args.kexpr) for m, k in plan]
     allow = load_allowlist(args.allowlist) if Path(args.allowlist).exists() else {}
-    out_dir = Path(args.out)
+    out_dir = Path(args.out).resolve()  # the pytest subprocesses run elsewhere
     raw_dir = out_dir / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
 
@@ -298,7 +298,7 @@ def main():
 
     out = out_dir / f"gate-{summary['thunder']}{'-quick' if args.quick else ''}.json"
     out.write_text(json.dumps(summary, indent=1) + "\n")
-    verdict = "FAILED" if summary["regressions"] else "PASSED"
+    verdict = "FAILED" if summary["regressions"] else "INCOMPLETE" if summary["infra_errors"] else "PASSED"
     print(f"\ngate {verdict}: {len(summary['regressions'])} regressions, {len(summary['improvements'])} improvements, "
           f"{len(summary['allowlisted'])} allowlisted; total {fmt_time(time.time() - t_start)}; wrote {out}")
     return 1 if summary["regressions"] else 2 if summary["infra_errors"] else 0
