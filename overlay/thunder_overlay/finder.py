@@ -91,8 +91,9 @@ def _thunder_release(jit_ext_file: Path) -> str | None:
 def plan(jit_ext_file: Path) -> Plan:
     """Verify ``jit_ext_file`` against the manifest and patch its text in memory; never raises."""
     directory, override = patches_dir()
-    result = Plan(state="refused", thunder_path=str(jit_ext_file.parents[1]), patches_dir=str(directory))
-    result.patches_override = override
+    result = Plan(
+        state="refused", thunder_path=str(jit_ext_file.parents[1]), patches_dir=str(directory), patches_override=override
+    )
     try:
         source = jit_ext_file.read_bytes()
         result.base_sha256 = hashlib.sha256(source).hexdigest()
