@@ -15,13 +15,15 @@ REPO = Path(__file__).resolve().parents[1]
 PATCHES = REPO / "patches"
 
 
-def run_python(*code: str, overlay: str = "1", env: dict | None = None, args=(), timeout: int = 600):
+def run_python(
+    *code: str, overlay: str = "1", env: dict | None = None, args=(), timeout: int = 600, inherit_pythonpath=True
+):
     """Run the code parts, one after the other, in a fresh interpreter of this environment (start-up hook
-    included)."""
+    included). A PYTHONPATH in ``env`` goes before the one the version matrix set, unless told not to."""
     full_env = dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="default")
     full_env.pop("THUNDER_OVERLAY_PATCHES", None)
     env = dict(env or {})
-    if "PYTHONPATH" in env and os.environ.get("PYTHONPATH"):  # keep a release chosen by the version matrix
+    if "PYTHONPATH" in env and os.environ.get("PYTHONPATH") and inherit_pythonpath:  # keep the matrix's release
         env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
     full_env.update(env)
     return subprocess.run(

@@ -38,9 +38,13 @@ def test_installed_wheel_patches_thunder(wheel, tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True)
-    # -S, then the wheel's directory as a site directory (its .pth runs) before the one holding thunder.
+    # -S, then the wheel's directory as a site directory (its .pth runs) before those holding thunder
+    # (a release the version matrix put on PYTHONPATH comes first) and its dependencies.
+    import site
+
+    sites = [str(target), str(Path(thunder.__file__).parents[1]), *site.getsitepackages()]
     code = (
-        f"import site; site.addsitedir({str(target)!r}); site.addsitedir({str(Path(thunder.__file__).parents[1])!r}); "
+        f"import site; [site.addsitedir(d) for d in {sites!r}]; "
         "import json, thunder.core.jit_ext, thunder_overlay as t; print(json.dumps([t.__file__, t.status()]))"
     )
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)

@@ -139,6 +139,7 @@ def test_thunder_not_installed_is_reported():
         "import json, thunder_overlay; print(json.dumps(thunder_overlay.enable()))",
         args=("-S",),
         env={"PYTHONPATH": str(REPO / "overlay")},
+        inherit_pythonpath=False,
     )
     assert proc.returncode == 0, proc.stderr
     status = json.loads(proc.stdout)
