@@ -26,17 +26,15 @@ def _diff(args) -> int:
     from pathlib import Path
 
     import thunder_overlay
+    from thunder_overlay import manifest
 
     report = thunder_overlay.status()
     if not report["patches"]:
         print(f"no active patches ({report['state']}): {report['reason']}", file=sys.stderr)
         return 1
-    base = Path(report["patches_dir"])
-    from thunder_overlay import manifest
-
-    directory = manifest.base_for(manifest.load(base), report["thunder_version"]).directory
+    base = manifest.base_for(manifest.load(Path(report["patches_dir"])), report["thunder_version"])
     for name in report["patches"]:
-        sys.stdout.write((directory / name).read_text())
+        sys.stdout.write((base.directory / name).read_text())
     return 0
 
 
