@@ -80,7 +80,8 @@ def check_metadata(trace) -> None:
 
 
 def _first_line(bsym) -> str:
-    return str(bsym).strip().splitlines()[-1].strip() if str(bsym).strip() else bsym.sym.name
+    text = str(bsym).strip()
+    return text.splitlines()[-1].strip() if text else bsym.sym.name
 
 
 def check_trace(trace) -> None:

@@ -1,8 +1,6 @@
-"""Shared by the reproducers: inputs, the float64 reference and the trace check."""
+"""Shared by the reproducers: inputs and the float64 reference."""
 
 import torch
-
-from thunder_overlay.checks import check_traces
 
 # Relative error allowed against the float64 reference, by compute dtype of the autocast region.
 TOLERANCE = {"bfloat16": 5e-2, "float16": 1e-2, "float32": 1e-5}
@@ -27,7 +25,3 @@ def assert_close(actual: torch.Tensor, reference: torch.Tensor, dtype_name: str,
 
 def float64_copies(tensors):
     return [t.detach().double().requires_grad_(t.requires_grad) for t in tensors]
-
-
-def checked(jfn) -> int:
-    return check_traces(jfn)

@@ -8,7 +8,8 @@ b.dtype=bfloat16 to be the same".
 import thunder
 from thunder.transforms.autocast import autocast
 
-from thunder_overlay.reproducers._common import assert_close, checked, float64_copies, inputs
+from thunder_overlay.checks import check_traces
+from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
 
 
 def f(a, b, c):
@@ -23,7 +24,7 @@ def run() -> str:
         args = inputs(3)
         jfn = thunder.jit(autocast(f, dtype=getattr(thunder, dtype)))
         err = assert_close(jfn(*args), f(*float64_copies(args)), dtype)
-        details.append(f"{dtype} rel. error {err:.1e}, {checked(jfn)} traces checked")
+        details.append(f"{dtype} rel. error {err:.1e}, {check_traces(jfn)} traces checked")
     return "; ".join(details)
 
 

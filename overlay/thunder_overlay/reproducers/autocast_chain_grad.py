@@ -5,7 +5,8 @@ import torch
 import thunder
 from thunder.transforms.autocast import autocast
 
-from thunder_overlay.reproducers._common import assert_close, checked, float64_copies, inputs
+from thunder_overlay.checks import check_traces
+from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
 from thunder_overlay.reproducers.autocast_chain import f
 
 
@@ -19,7 +20,7 @@ def run() -> str:
     ref_grads = torch.autograd.grad(ref_out.sum(), ref_args)
     assert_close(out, ref_out, "bfloat16")
     worst = max(assert_close(g, r, "bfloat16", f"grad of {n}") for g, r, n in zip(grads, ref_grads, "abc"))
-    return f"worst grad rel. error {worst:.1e}, {checked(jfn)} traces checked"
+    return f"worst grad rel. error {worst:.1e}, {check_traces(jfn)} traces checked"
 
 
 if __name__ == "__main__":

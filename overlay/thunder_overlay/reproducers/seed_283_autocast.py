@@ -7,7 +7,8 @@ defect behind it is exercised by autocast_chain.
 import thunder
 from thunder.transforms.autocast import autocast
 
-from thunder_overlay.reproducers._common import assert_close, checked, float64_copies, inputs
+from thunder_overlay.checks import check_traces
+from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
 
 
 def h(a, b, c):
@@ -18,7 +19,7 @@ def run() -> str:
     args = inputs(3)
     jfn = thunder.jit(autocast(h, dtype=thunder.bfloat16))
     err = assert_close(jfn(*args), h(*float64_copies(args)), "bfloat16")
-    return f"rel. error {err:.1e}, {checked(jfn)} traces checked"
+    return f"rel. error {err:.1e}, {check_traces(jfn)} traces checked"
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import torch
 import thunder
 from thunder import clang
 
-from thunder_overlay.reproducers._common import checked
+from thunder_overlay.checks import check_traces
 
 
 def func(x, y, device):
@@ -36,7 +36,7 @@ def run() -> str:
     kept = sum(a == b for a, b in zip(want, got))
     if got != want:
         raise AssertionError(f"kept {kept} of {len(want)} names: {', '.join(got)}")
-    return f"kept {kept} of {len(want)} names, {checked(jfn)} traces checked"
+    return f"kept {kept} of {len(want)} names, {check_traces(jfn)} traces checked"
 
 
 if __name__ == "__main__":
