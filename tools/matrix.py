@@ -1,6 +1,6 @@
 """Version matrix: every supported thunder release against the overlay, in one torch environment.
 
-    python tools/matrix.py [--releases 0.2.1 0.2.3] [--no-tests | --test-releases 0.2.1] [--out tools/results]
+    python tools/matrix.py [--releases 0.2.1 0.2.3] [--no-tests | --test-releases 0.2.1] [--jobs 2] [--out tools/results]
 
 For each release, ``pip install --no-deps --target tools/.releases/X lightning-thunder==X`` (once),
 then with ``PYTHONPATH`` pointing there: ``thunder-overlay status`` (is the series applied?),
@@ -47,7 +47,7 @@ def summary_line(output: str, prefix: str) -> str:
     return next((line.strip("= ") for line in reversed(lines) if prefix in line), lines[-1] if lines else "")
 
 
-def check_release(release: str, with_tests: bool) -> dict:
+def check_release(release: str, with_tests: bool, jobs: int = 0) -> dict:
     start = time.perf_counter()
     target = install(release)
     bindir = Path(sys.executable).parent
@@ -57,7 +57,8 @@ def check_release(release: str, with_tests: bool) -> dict:
     code, out = run([str(bindir / "thunder-overlay"), "verify"], target)
     row["reproducers"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, "programs pass")
     if with_tests:
-        code, out = run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"], target)
+        xdist = ["-n", str(jobs)] if jobs else []
+        code, out = run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *xdist], target)
         row["tests"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, " in ")
     row["seconds"] = round(time.perf_counter() - start)
     row["ok"] = row["applied"] == "patched" and all(row[k].startswith("ok") for k in ("reproducers", "tests") if k in row)
@@ -69,6 +70,7 @@ def main(argv=None) -> int:
     parser.add_argument("--releases", nargs="*", default=manifest.supported_releases(manifest.load()))
     parser.add_argument("--no-tests", action="store_true", help="skip the overlay's own tests")
     parser.add_argument("--test-releases", nargs="*", default=None, help="run the overlay's tests only for these")
+    parser.add_argument("--jobs", type=int, default=0, help="pytest-xdist workers for the overlay's tests")
     parser.add_argument("--out", type=Path, default=REPO / "tools" / "results")
     args = parser.parse_args(argv)
 
@@ -76,7 +78,7 @@ def main(argv=None) -> int:
     for i, release in enumerate(args.releases, start=1):
         print(f"[{i}/{len(args.releases)}] thunder {release} ...", flush=True)
         with_tests = not args.no_tests and (args.test_releases is None or release in args.test_releases)
-        rows.append(check_release(release, with_tests))
+        rows.append(check_release(release, with_tests, args.jobs))
         print(f"    {rows[-1]}", flush=True)
 
     columns = ["release", "applied", "reproducers", "tests", "seconds"]
