@@ -1,12 +1,14 @@
 """Compare stock thunder with the overlay: alternating benchmark runs, then a ratio table.
 
     python bench/compare.py [--quick] [--pairs K] [--compile-threshold 1.03] [--exec-threshold 1.02]
-                            [--out DIR] [--overlay-pythonpath DIR] [-k EXPR] [--large] [--report-only]
+                            [--out DIR] [--overlay-pythonpath DIR] [-k EXPR] [--large] [--null] [--report-only]
 
 Runs K pairs of subprocesses, stock (THUNDER_OVERLAY=0) then overlay (THUNDER_OVERLAY=1), each
 ``python -m pytest bench/ --benchmark-json=...``, so slow drifts of a shared machine hit both
 sides alike.  All JSON and logs stay in DIR (default bench/results/<timestamp>/) together with
 summary.txt / summary.json and, when the chain-N workloads ran, scaling.png.
+``--null`` runs stock thunder on both sides (an A/A run): its ratios are what this harness reports
+on this machine when there is no difference at all, the yardstick for reading a real run.
 Exit status: 0 within thresholds, 1 some median ratio above its threshold, 2 a run failed or
 nothing was comparable.
 """
@@ -32,7 +34,7 @@ SIDES = (("stock", "0"), ("overlay", "1"))
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="CI subset (under 5 minutes on 2 cores)")
-    p.add_argument("--pairs", type=int, default=None, help="stock/overlay pairs (default 2 quick, 3 otherwise)")
+    p.add_argument("--pairs", type=int, default=None, help="stock/overlay pairs (default 2 quick, 5 otherwise)")
     p.add_argument("--compile-threshold", type=float, default=1.03)
     p.add_argument("--exec-threshold", type=float, default=1.02)
     p.add_argument("--out", type=Path, default=None, help="results folder (default bench/results/<timestamp>)")
@@ -40,8 +42,12 @@ def parse_args(argv=None):
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression, e.g. 'cuda' or 'cpu'")
     p.add_argument("--large", action="store_true", help="also the larger litgpt configuration")
     p.add_argument("--stat", default="median", choices=("median", "min", "mean"), help="per-run statistic to compare")
+    p.add_argument("--null", action="store_true", help="stock thunder on both sides: the harness's noise floor")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from --out")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.null and args.overlay_pythonpath:
+        p.error("--null runs stock on both sides; it cannot take --overlay-pythonpath")
+    return args
 
 
 def pytest_command(args, json_path: Path) -> list[str]:
@@ -59,7 +65,7 @@ def pytest_command(args, json_path: Path) -> list[str]:
 
 
 def side_env(side: str, flag: str, args) -> dict[str, str]:
-    env = dict(os.environ, THUNDER_OVERLAY=flag)
+    env = dict(os.environ, THUNDER_OVERLAY="0" if args.null else flag)
     if side == "overlay" and args.overlay_pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (args.overlay_pythonpath, env.get("PYTHONPATH")) if p)
     return env
@@ -92,10 +98,12 @@ def run_pairs(args, out: Path) -> list[dict]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.pairs is None:
-        args.pairs = 2 if args.quick else 3
+        args.pairs = 2 if args.quick else 5
     out = args.out or BENCH / "results" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     print(f"results in {out}")
+    if args.null:
+        print("null run: stock thunder on both sides; the 'overlay' column is a second stock process")
     if args.report_only:
         runs = json.loads((out / "runs.json").read_text())
     else:
@@ -108,6 +116,8 @@ def main(argv=None) -> int:
     thresholds = {"compile": args.compile_threshold, "exec": args.exec_threshold}
     rows = report.build_rows([p for p in pairs if all(p)], thresholds, args.stat)
     text = report.render(rows)
+    if args.null:
+        text = "null run: stock thunder on both sides\n" + text
     table = report.scaling(rows)
     if table:
         text += "\n\n" + report.render_scaling(table)
