@@ -64,11 +64,22 @@ def main(argv=None) -> int:
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         sys.exit(f"needs {' and '.join(missing)} on PATH (valgrind's callgrind tool)")
+    sys.path.insert(0, str(BENCH))
+    import workloads  # imports thunder lazily
+
+    known = [w.name for w in workloads.WORKLOADS]
+    unknown = [w for w in args.workload or [] if w not in known]
+    if unknown:
+        sys.exit(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     for workload in args.workload or ["nanogpt"]:
         print(f"{workload}: stock and overlay under callgrind ...", flush=True)
         with tempfile.TemporaryDirectory() as out_dir:
             procs = {side: start(workload, flag, out_dir) for side, flag in (("stock", "0"), ("overlay", "1"))}
-            counts = {side: collected(proc, f"{workload} {side}") for side, proc in procs.items()}
+            try:
+                counts = {side: collected(proc, f"{workload} {side}") for side, proc in procs.items()}
+            finally:  # a failed side must not leave the other running
+                for proc in procs.values():
+                    proc.kill()
         print(f"{workload}: instructions in the first call: stock {counts['stock']:,}, overlay {counts['overlay']:,}, "
               f"overlay/stock {counts['overlay'] / counts['stock']:.4f}", flush=True)
     return 0
