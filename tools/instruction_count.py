@@ -15,15 +15,13 @@ included. About 5 minutes per litgpt-sized workload here.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from bench_child import child_env, require_workloads
 
 CHILD = r"""
 import os, subprocess, sys
@@ -42,11 +40,9 @@ toggle("off")
 
 
 def start(workload: str, overlay: str, out_dir: str) -> subprocess.Popen:
-    env = dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="ignore",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH")])))
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
            f"--callgrind-out-file={out_dir}/{workload}.{overlay}.out", sys.executable, "-c", CHILD, workload]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, env=child_env(overlay), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def collected(proc: subprocess.Popen, what: str) -> int:
@@ -64,14 +60,9 @@ def main(argv=None) -> int:
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         sys.exit(f"needs {' and '.join(missing)} on PATH (valgrind's callgrind tool)")
-    sys.path.insert(0, str(BENCH))
-    import workloads  # imports thunder lazily
-
-    known = [w.name for w in workloads.WORKLOADS]
-    unknown = [w for w in args.workload or [] if w not in known]
-    if unknown:
-        sys.exit(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")
-    for workload in args.workload or ["nanogpt"]:
+    args.workload = args.workload or ["nanogpt"]
+    require_workloads(args.workload)
+    for workload in args.workload:
         print(f"{workload}: stock and overlay under callgrind ...", flush=True)
         with tempfile.TemporaryDirectory() as out_dir:
             procs = {side: start(workload, flag, out_dir) for side, flag in (("stock", "0"), ("overlay", "1"))}

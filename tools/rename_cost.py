@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from bench_child import child_env, require_workloads
 
 CHILD = r"""
 import cProfile, json, pstats, sys
@@ -44,9 +42,7 @@ print(json.dumps(out))
 
 
 def run(workload: str, overlay: str) -> dict:
-    env = dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="ignore",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-c", CHILD, workload], env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", CHILD, workload], env=child_env(overlay), capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"{workload} with THUNDER_OVERLAY={overlay} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -57,6 +53,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workload", default="llama2-like", help="a workload name of bench/workloads.py")
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args(argv)
+    require_workloads([args.workload])
     calls = {}
     for i in range(1, args.pairs + 1):
         for side, overlay in (("stock", "0"), ("overlay", "1")):

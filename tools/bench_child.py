@@ -1,0 +1,26 @@
+"""What the tools that run one workload of ``bench/workloads.py`` per stock or overlay process share."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def child_env(overlay: str) -> dict[str, str]:
+    """Environment of a child that imports ``workloads`` with the overlay on (``"1"``) or off (``"0"``)."""
+    return dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="ignore",
+                PYTHONPATH=os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH")])))
+
+
+def require_workloads(names: list[str]) -> None:
+    """Exit with the known names unless every one of ``names`` is a workload; before any child starts."""
+    sys.path.insert(0, str(BENCH))
+    import workloads  # imports thunder lazily
+
+    known = [w.name for w in workloads.WORKLOADS]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        sys.exit(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")
