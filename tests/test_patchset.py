@@ -37,9 +37,11 @@ def test_series_lists_each_patch_once_with_a_dep3_header(base):
         fields = patch.header_fields()
         missing = [f for f in DEP3_FIELDS if not fields.get(f)]
         assert not missing, f"{patch.name} lacks {missing}"
-        assert re.search(r"^Subject: \[PATCH\] \S", patch.header, re.M), f"{patch.name} is not a git mail"
+        assert re.search(r"^Subject: \[PATCH( \d+/\d+)?\] \S", patch.header, re.M), f"{patch.name} is not a git mail"
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", fields["Last-Update"])
-        assert patch.path == manifest.TARGET_PATH
+        assert patch.diff_of(manifest.TARGET_PATH), f"{patch.name} does not change {manifest.TARGET_PATH}"
+        tests = [f.path for f in patch.files if f.path != manifest.TARGET_PATH]
+        assert tests and all(re.fullmatch(r"thunder/tests/test_\w+\.py", t) for t in tests), (patch.name, tests)
 
 
 def test_manifest_hashes_are_sha256_and_releases_unique():
@@ -63,7 +65,7 @@ def test_hunk_applies_with_an_offset_but_not_with_changed_context():
     shifted = "# one\n# two\n# three\n" + text
     assert apply_series(shifted, patches, manifest.TARGET_PATH).startswith("# one\n")
 
-    target = patches[0].hunks[0].old_lines[0]
+    target = patches[0].diff_of(manifest.TARGET_PATH).hunks[0].old_lines[0]
     altered = text.replace(target, target + "  # edited", 1)
     with pytest.raises(PatchApplyError) as info:
         apply_series(altered, patches, manifest.TARGET_PATH)
@@ -97,10 +99,26 @@ def test_corrupt_patches_are_rejected(text, match):
         parse_patch(text, "bad.patch")
 
 
-def test_patch_for_another_file_is_rejected():
+def test_series_that_never_changes_the_target_is_rejected():
     patch = parse_patch("--- a/thunder/other.py\n+++ b/thunder/other.py\n@@ -1 +1 @@\n-a\n+b\n", "other.patch")
-    with pytest.raises(PatchError, match="patches thunder/other.py"):
+    with pytest.raises(PatchError, match="no patch of the series changes thunder/core/jit_ext.py"):
         apply_series("a\n", [patch], manifest.TARGET_PATH)
+
+
+def test_only_the_target_file_of_a_patch_is_applied():
+    text = (
+        "Subject: [PATCH] x\n---\n"
+        "diff --git a/thunder/core/jit_ext.py b/thunder/core/jit_ext.py\nindex 1..2 100644\n"
+        "--- a/thunder/core/jit_ext.py\n+++ b/thunder/core/jit_ext.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+        "diff --git a/thunder/tests/test_x.py b/thunder/tests/test_x.py\nindex 3..4 100644\n"
+        "--- a/thunder/tests/test_x.py\n+++ b/thunder/tests/test_x.py\n@@ -1 +1,2 @@\n z\n+def test_y(): ...\n"
+    )
+    patch = parse_patch(text, "two.patch")
+    assert [f.path for f in patch.files] == [manifest.TARGET_PATH, "thunder/tests/test_x.py"]
+    assert apply_series("a\nb\n", [patch], manifest.TARGET_PATH) == "a\nc\n"
+    assert apply_series("z\n", [patch], "thunder/tests/test_x.py") == "z\ndef test_y(): ...\n"
+    with pytest.raises(PatchError, match="changes a file in two places"):
+        parse_patch(text + text[text.index("diff --git a/thunder/tests"):], "twice.patch")
 
 
 def test_series_naming_a_missing_or_repeated_patch_is_rejected(tmp_path):

@@ -2,9 +2,10 @@
 
 A series directory holds a ``series`` file (one patch file name per line, ``#`` comments) and the
 patches it names. Each patch is a ``git format-patch`` mail: a header (subject and DEP-3 fields), then
-the diff of one file. Hunks apply with exact context; a hunk may sit a bounded number of lines away from
-where its header says (an offset, never fuzz). Any mismatch raises :class:`PatchApplyError` naming the
-patch, the hunk, the line and the expected against the actual text.
+the diffs of the files it changes (``thunder/core/jit_ext.py`` and the tests upstream would merge with it).
+The overlay applies the diff of one file. Hunks apply with exact context; a hunk may sit a bounded number
+of lines away from where its header says (an offset, never fuzz). Any mismatch raises
+:class:`PatchApplyError` naming the patch, the hunk, the line and the expected against the actual text.
 """
 
 from __future__ import annotations
@@ -38,11 +39,19 @@ class Hunk:
 
 
 @dataclass
+class FileDiff:
+    path: str  # relative to the repository root, like thunder/core/jit_ext.py
+    hunks: list[Hunk]
+
+
+@dataclass
 class Patch:
     name: str
     header: str
-    path: str  # the patched file, relative to the repository root (thunder/core/jit_ext.py)
-    hunks: list[Hunk]
+    files: list[FileDiff]
+
+    def diff_of(self, path: str) -> FileDiff | None:
+        return next((f for f in self.files if f.path == path), None)
 
     def header_fields(self) -> dict[str, str]:
         """DEP-3 style ``Field: value`` lines of the header (continuation lines joined)."""
@@ -66,6 +75,25 @@ def parse_patch(text: str, name: str) -> Patch:
         start = next(i for i, line in enumerate(lines) if line.startswith("--- "))
     except StopIteration:
         raise PatchError(f"{name}: no '--- ' line: not a unified diff (empty, truncated or corrupt?)") from None
+    header_end = next((i for i in range(start) if lines[i] == "---" or lines[i].startswith("diff --git ")), start)
+    files: list[FileDiff] = []
+    i = start
+    while i < len(lines):
+        if lines[i].startswith("--- "):
+            diff, i = _parse_file_diff(lines, i, name)
+            files.append(diff)
+        elif lines[i].startswith("-- "):
+            break  # the mail's signature
+        elif lines[i].strip() and not lines[i].startswith(("diff --git ", "index ", "similarity ", "new file mode")):
+            raise PatchError(f"{name}: unexpected text after the last hunk at line {i + 1}: {lines[i]!r}")
+        else:
+            i += 1
+    if len({f.path for f in files}) != len(files):
+        raise PatchError(f"{name}: changes a file in two places")
+    return Patch(name=name, header="\n".join(lines[:header_end]), files=files)
+
+
+def _parse_file_diff(lines: list[str], start: int, name: str) -> tuple[FileDiff, int]:
     if start + 1 >= len(lines) or not lines[start + 1].startswith("+++ "):
         raise PatchError(f"{name}: '--- ' line {start + 1} is not followed by a '+++ ' line")
     old_path = lines[start][4:].split("\t")[0].strip()
@@ -73,9 +101,6 @@ def parse_patch(text: str, name: str) -> Patch:
     path = new_path[2:] if new_path.startswith("b/") else new_path
     if (old_path[2:] if old_path.startswith("a/") else old_path) != path:
         raise PatchError(f"{name}: renames or creates a file ({old_path} -> {new_path}); only edits are supported")
-    header_end = next((i for i in range(start) if lines[i] == "---" or lines[i].startswith("diff --git ")), start)
-    header = "\n".join(lines[:header_end])
-
     hunks: list[Hunk] = []
     i = start + 2
     while i < len(lines) and lines[i].startswith("@@"):
@@ -88,7 +113,7 @@ def parse_patch(text: str, name: str) -> Patch:
         i += 1
         while len(hunk.old_lines) < old_count or len(hunk.new_lines) < new_count:
             if i >= len(lines):
-                raise PatchError(f"{name}: hunk #{len(hunks) + 1} is truncated (file ends at line {i})")
+                raise PatchError(f"{name}: hunk #{len(hunks) + 1} of {path} is truncated (file ends at line {i})")
             line = lines[i]
             tag, body = line[:1], line[1:]
             if tag == " " or line == "":
@@ -99,29 +124,26 @@ def parse_patch(text: str, name: str) -> Patch:
             elif tag == "+":
                 hunk.new_lines.append(body)
             elif tag != "\\":
-                raise PatchError(f"{name}: hunk #{len(hunks) + 1} has a corrupt line {i + 1}: {line!r}")
+                raise PatchError(f"{name}: hunk #{len(hunks) + 1} of {path} has a corrupt line {i + 1}: {line!r}")
             i += 1
         if len(hunk.old_lines) != old_count or len(hunk.new_lines) != new_count:
-            raise PatchError(f"{name}: hunk #{len(hunks) + 1} line counts do not match its header")
+            raise PatchError(f"{name}: hunk #{len(hunks) + 1} of {path}: line counts do not match its header")
         hunks.append(hunk)
     if not hunks:
         raise PatchError(f"{name}: diff of {path} has no hunks")
-    rest = [line for line in lines[i:] if line.strip()]
-    if rest and not rest[0].startswith("-- "):
-        raise PatchError(f"{name}: unexpected text after the last hunk at line {i + 1}: {lines[i]!r}")
-    return Patch(name=name, header=header, path=path, hunks=hunks)
+    return FileDiff(path=path, hunks=hunks), i
 
 
-def apply_patch(text: str, patch: Patch) -> str:
-    """Apply ``patch`` to ``text`` and return the new text; raises PatchApplyError on any mismatch."""
+def apply_diff(text: str, diff: FileDiff, patch_name: str) -> str:
+    """Apply ``diff`` to ``text`` and return the new text; raises PatchApplyError on any mismatch."""
     lines = text.splitlines()
     shift = 0  # how far earlier hunks moved the lines below them
-    for number, hunk in enumerate(patch.hunks, start=1):
+    for number, hunk in enumerate(diff.hunks, start=1):
         wanted = hunk.old_start - 1 + shift if hunk.old_lines else hunk.old_start + shift
         at = _locate(lines, hunk.old_lines, wanted)
         if at is None:
             line, expected, actual = _first_mismatch(lines, hunk.old_lines, wanted)
-            raise PatchApplyError(patch.name, number, line, expected, actual)
+            raise PatchApplyError(patch_name, number, line, expected, actual)
         lines[at : at + len(hunk.old_lines)] = hunk.new_lines
         shift += len(hunk.new_lines) - len(hunk.old_lines) + (at - wanted)
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
@@ -167,8 +189,11 @@ def read_series(directory: Path) -> list[Patch]:
 
 
 def apply_series(text: str, patches: list[Patch], path: str) -> str:
+    """``text`` of the file ``path`` with the series applied: each patch's diff of that file, in order."""
+    if not any(patch.diff_of(path) for patch in patches):
+        raise PatchError(f"no patch of the series changes {path}")
     for patch in patches:
-        if patch.path != path:
-            raise PatchError(f"{patch.name}: patches {patch.path}, not {path}")
-        text = apply_patch(text, patch)
+        diff = patch.diff_of(path)
+        if diff is not None:
+            text = apply_diff(text, diff, patch.name)
     return text
