@@ -32,6 +32,16 @@ def run_python(
     )
 
 
+def overlay_active() -> bool:
+    from thunder_overlay import status
+
+    return status()["state"] in ("patched", "ready")
+
+
+# Tests of what the patches do; they need the series applied in this process
+requires_overlay = pytest.mark.skipif(not overlay_active(), reason="the overlay's series is not active in this process")
+
+
 # A small jit that must work whenever the overlay refuses: stock thunder keeps running.
 JIT_STILL_WORKS = """
 import torch, thunder

@@ -11,13 +11,13 @@ import torch
 import thunder
 from thunder.transforms.autocast import autocast
 
-from thunder_overlay import TraceCheckError, check_trace, check_traces, status
+from thunder_overlay import TraceCheckError, check_trace, check_traces
 from thunder_overlay.reproducers import load
 from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
 
-from conftest import run_python
+from conftest import requires_overlay, run_python
 
-pytestmark = pytest.mark.skipif(status()["state"] not in ("patched", "ready"), reason="overlay not active")
+pytestmark = requires_overlay
 
 
 def chain(a, b, c):

@@ -9,14 +9,12 @@ import thunder
 from hypothesis import HealthCheck, given, settings, strategies as st
 from thunder.transforms.autocast import autocast
 
-from thunder_overlay import check_traces, status
+from thunder_overlay import check_traces
 from thunder_overlay.reproducers.seed_946_names import func as seed_946
 
-from conftest import run_python
+from conftest import requires_overlay, run_python
 
-pytestmark = pytest.mark.skipif(
-    "0002-allocate-proxy-names-after-tracing.patch" not in status()["patches"], reason="patch 0002 not active"
-)
+pytestmark = requires_overlay
 
 
 def op_names(trace) -> list[tuple[str, str]]:

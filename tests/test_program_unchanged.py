@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from thunder_overlay import status
-
-from conftest import run_python
+from conftest import requires_overlay, run_python
 
 SHAPES = """
 import json, torch, thunder
@@ -84,9 +82,7 @@ def test_same_program_up_to_names(both_sides, program, trace):
     )
 
 
-@pytest.mark.skipif(
-    "0002-allocate-proxy-names-after-tracing.patch" not in status()["patches"], reason="patch 0002 not active"
-)
+@requires_overlay
 def test_the_comparison_sees_through_names(both_sides):
     """The #946 round trip is named differently by stock and overlay, yet compares equal above."""
     stock, overlay = (both_sides[side]["seed_946_retrace"]["computation"]["names"] for side in ("stock", "overlay"))
