@@ -44,6 +44,13 @@ def _verify(args) -> int:
     return verify.main(jobs=args.jobs)
 
 
+def _names(args) -> int:
+    from thunder_overlay import names
+
+    targets = args.targets or names.corpus_targets()
+    return names.main(targets, thunderfx=args.thunderfx, show_traces=args.traces)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="thunder-overlay", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -54,6 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     verify = sub.add_parser("verify", help="run the reproducers under stock thunder and under the overlay")
     verify.add_argument("--jobs", type=int, default=2, help="programs run at a time (default 2)")
     verify.set_defaults(func=_verify)
+    names = sub.add_parser(
+        "names",
+        help="which values stock thunder and the overlay name after your program's variables",
+        description="Jit each target under stock thunder and under the overlay (one process each), align the two "
+        "initial computation traces symbol by symbol and report, per program, the values each side names after "
+        "the program's variables and any value the overlay names worse than stock. A target is FILE.py:NAME or "
+        "package.module:NAME; the file provides NAME_inputs() (or inputs()) returning the positional arguments, "
+        "or a dict with 'args' and 'kwargs'. Without targets, runs the overlay's corpus. Exit status 1 when a "
+        "value is lost.",
+    )
+    names.add_argument("targets", nargs="*", metavar="TARGET", help="FILE.py:NAME or package.module:NAME")
+    names.add_argument("--thunderfx", action="store_true", help="compile with torch.compile(backend=ThunderCompiler())")
+    names.add_argument("--traces", action="store_true", help="also print both traces' names side by side")
+    names.set_defaults(func=_names)
     args = parser.parse_args(argv)
     return args.func(args)
 

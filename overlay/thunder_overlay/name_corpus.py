@@ -1,0 +1,390 @@
+"""Programs in the shapes users write, for the stock-vs-overlay naming differential (``thunder-overlay names``).
+
+Each program ``NAME`` comes with ``NAME_inputs()``; ``NAME_compiler = "thunderfx"`` compiles it with
+ThunderFX. Models are built on first access (module ``__getattr__``), so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunder
+
+
+def _randn(*shape, requires_grad=False, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).requires_grad_(requires_grad)
+
+
+# --- modules and helpers whose result the caller binds ----------------------------------------------------
+
+_seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+
+
+def sequential(x):
+    y = _seq(x)
+    return torch.sigmoid(y)
+
+
+def sequential_after_loop(x):
+    acc = x
+    for k in range(3):
+        acc = acc * 2 + k
+    final = _seq(acc)
+    return final
+
+
+def _helper(p, q):
+    return torch.sin(p * q) + q
+
+
+def helper_rebinds_input(w, c):
+    y = w * c
+    u = w @ y
+    w = u - u
+    return _helper(y, w)
+
+
+def _split_heads(x, n):
+    b, t, c = x.shape
+    q, k = x.view(b, t, n, c // n).transpose(1, 2).chunk(2, dim=-1)
+    return q, k
+
+
+def helper_returns_tuple(x):
+    q, k = _split_heads(x, 2)
+    scores = q @ k.transpose(-2, -1)
+    probs = torch.softmax(scores, dim=-1)
+    return probs
+
+
+class _Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+        self.blocks = nn.ModuleDict({"up": nn.Linear(8, 16), "act": nn.GELU(), "down": nn.Linear(16, 8)})
+
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            h = torch.relu(layer(h)) + h
+        for name, block in self.blocks.items():
+            h = block(h)
+        out = h * 0.5
+        return out
+
+
+class _Norm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        normed = x * torch.rsqrt(variance + 1e-6)
+        return normed * self.weight
+
+
+class _MLP(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc1 = nn.Linear(n, 2 * n)
+        self.fc2 = nn.Linear(2 * n, n)
+
+    def forward(self, x):
+        hidden = F.silu(self.fc1(x))
+        return self.fc2(hidden)
+
+
+class _Block(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.norm1, self.norm2 = _Norm(n), _Norm(n)
+        self.mlp1, self.mlp2 = _MLP(n), _MLP(n)
+
+    def forward(self, x):
+        x = x + self.mlp1(self.norm1(x))
+        residual = x
+        x = self.mlp2(self.norm2(x))
+        return x + residual
+
+
+class _Net(nn.Module):
+    def __init__(self, n=8):
+        super().__init__()
+        self.block1, self.block2 = _Block(n), _Block(n)
+        self.head = nn.Linear(n, 2)
+
+    def forward(self, x):
+        h1 = self.block1(x)
+        h2 = self.block2(h1)
+        logits = self.head(h2)
+        return logits
+
+
+def closure(x, w):
+    scale = w.sum()
+
+    def apply(v):
+        scaled = v * scale
+        return torch.tanh(scaled)
+
+    first = apply(x)
+    second = apply(first)
+    return second
+
+
+def loop_rebinds(x, w):
+    h = x
+    for _ in range(4):
+        h = torch.tanh(h @ w) + h
+    return h
+
+
+def comprehensions(x, y):
+    parts = [torch.sin(t) for t in (x, y, x * y)]
+    scaled = {k: v * 2 for k, v in zip("abc", parts)}
+    total = scaled["a"] + scaled["b"] + scaled["c"]
+    return total
+
+
+def in_place(x, y):
+    z = x * y
+    z += 1
+    z.mul_(2)
+    w = z.clone()
+    w -= y
+    return w
+
+
+def keyword_only(x, *, scale, bias=None):
+    scaled = x * scale
+    shifted = scaled + bias if bias is not None else scaled
+    return shifted
+
+
+def star_args(*tensors, **options):
+    stacked = torch.stack(tensors)
+    total = stacked.sum(0) * options["factor"]
+    return total
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        squared = x * x
+        return squared
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def autograd_function(x):
+    y = _Square.apply(x)
+    out = y + x
+    return out
+
+
+def user_names_like_generated(x):
+    t0 = torch.softmax(x, -1)
+    x1 = t0 * 2
+    fc1 = torch.tanh(x1)
+    layer2 = fc1 + t0
+    linear_1 = layer2 @ layer2.T
+    t_0_1 = linear_1.sum(0)
+    return t_0_1
+
+
+def with_grad(x, w):
+    h = torch.tanh(x @ w)
+    loss = (h * h).sum()
+    return loss
+
+
+def torch_autocast_region(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        projected = x @ w
+        activated = torch.relu(projected)
+    result = activated.float() + x
+    return result
+
+
+def _autocast_chain(a, b, c):
+    u = a @ b
+    v = u @ c
+    return v + c
+
+
+def _autocast_seed(a, b, c):
+    return (a @ b) + c
+
+
+def thunderfx_program(x, w):
+    hidden = torch.relu(x @ w)
+    gated = hidden * torch.sigmoid(hidden)
+    return gated.sum(-1)
+
+
+thunderfx_program_compiler = "thunderfx"
+
+
+def _seed_946(x, y, device):
+    from thunder_overlay.reproducers.seed_946_names import func
+
+    return func(x, y, device)
+
+
+# --- inputs -----------------------------------------------------------------------------------------------
+
+
+def sequential_inputs():
+    return (_randn(2, 4),)
+
+
+sequential_after_loop_inputs = sequential_inputs
+
+
+def helper_rebinds_input_inputs():
+    return _randn(4, 4), _randn(4, 4, seed=1)
+
+
+def helper_returns_tuple_inputs():
+    return (_randn(2, 3, 8),)
+
+
+def module_list_and_dict_inputs():
+    return (_randn(2, 8),)
+
+
+def nested_modules_inputs():
+    return (_randn(2, 8),)
+
+
+closure_inputs = helper_rebinds_input_inputs
+loop_rebinds_inputs = helper_rebinds_input_inputs
+comprehensions_inputs = helper_rebinds_input_inputs
+in_place_inputs = helper_rebinds_input_inputs
+
+
+def keyword_only_inputs():
+    return {"args": (_randn(3, 3),), "kwargs": {"scale": _randn(3, 3, seed=1), "bias": _randn(3, 3, seed=2)}}
+
+
+def star_args_inputs():
+    return {"args": (_randn(3), _randn(3, seed=1), _randn(3, seed=2)), "kwargs": {"factor": 2.0}}
+
+
+def autograd_function_inputs():
+    return (_randn(3, 3, requires_grad=True),)
+
+
+def user_names_like_generated_inputs():
+    return (_randn(3, 4),)
+
+
+def with_grad_inputs():
+    return _randn(3, 4, requires_grad=True), _randn(4, 4, requires_grad=True, seed=1)
+
+
+torch_autocast_region_inputs = helper_rebinds_input_inputs
+
+
+def autocast_chain_inputs():
+    return tuple(_randn(2, 2, seed=k) for k in range(3))
+
+
+autocast_seed_inputs = autocast_chain_inputs
+thunderfx_program_inputs = helper_rebinds_input_inputs
+
+
+def seed_946_round_trip_inputs():
+    return {"args": (_randn(3, 4), _randn(3, 4, seed=1)), "kwargs": {"device": "cpu"}}
+
+
+def _litgpt_inputs():
+    return (torch.randint(0, 320, (1, 16), generator=torch.Generator().manual_seed(0)),)
+
+
+llama2_like_inputs = gpt_neox_like_inputs = pythia_14m_inputs = nanogpt_inputs = _litgpt_inputs
+
+
+# --- programs built on first access -----------------------------------------------------------------------
+
+
+def _litgpt(name):
+    from thunder.tests import litgpt_model
+
+    config = litgpt_model.Config.from_name(name, n_layer=2, padded_vocab_size=320)
+    torch.manual_seed(0)
+    return litgpt_model.GPT(config).eval().requires_grad_(False)
+
+
+def _nanogpt():
+    from thunder.tests import nanogpt_model
+
+    config = nanogpt_model.GPTConfig(block_size=64, vocab_size=320, n_layer=2, n_head=4, n_embd=64, dropout=0.0)
+    torch.manual_seed(0)
+    return nanogpt_model.GPT(config).eval().requires_grad_(False)
+
+
+def _autocast(fn):
+    from thunder.transforms.autocast import autocast
+
+    return autocast(fn, dtype=thunder.bfloat16)
+
+
+def _seed_946_round_trip():
+    x, y = seed_946_round_trip_inputs()["args"]
+    return thunder.trace()(_seed_946, x, y, "cpu").python_callable()
+
+
+_BUILT = {
+    "module_list_and_dict": _Stack,
+    "nested_modules": _Net,
+    "autocast_chain": lambda: _autocast(_autocast_chain),
+    "autocast_seed": lambda: _autocast(_autocast_seed),
+    "seed_946_round_trip": _seed_946_round_trip,
+    "llama2_like": lambda: _litgpt("llama2-like"),
+    "gpt_neox_like": lambda: _litgpt("gpt-neox-like"),
+    "pythia_14m": lambda: _litgpt("pythia-14m"),
+    "nanogpt": _nanogpt,
+}
+
+
+def __getattr__(name):
+    if name in _BUILT:
+        torch.manual_seed(0)
+        return _BUILT[name]()
+    raise AttributeError(name)
+
+
+PROGRAMS = (
+    "sequential",
+    "sequential_after_loop",
+    "helper_rebinds_input",
+    "helper_returns_tuple",
+    "module_list_and_dict",
+    "nested_modules",
+    "closure",
+    "loop_rebinds",
+    "comprehensions",
+    "in_place",
+    "keyword_only",
+    "star_args",
+    "autograd_function",
+    "user_names_like_generated",
+    "with_grad",
+    "torch_autocast_region",
+    "autocast_chain",
+    "autocast_seed",
+    "thunderfx_program",
+    "seed_946_round_trip",
+    "llama2_like",
+    "gpt_neox_like",
+    "pythia_14m",
+    "nanogpt",
+)

@@ -1,0 +1,378 @@
+"""``thunder-overlay names``: which values stock thunder and the overlay name after the program's variables.
+
+Each side runs in its own process (THUNDER_OVERLAY=0, then 1) and reports the initial computation trace of
+every program it jits, symbol by symbol. Both traces are one program up to renaming, so aligning them symbol
+for symbol pairs each stock name with the overlay's name for the same value. The overlay side also reports,
+per value, every name the program bound it to, in binding order (frames of thunder's own modules bind
+nothing). Invariant I5, "never worse than stock": a value stock names after one of its bindings is named
+after one of its bindings by the overlay too, the same one or an earlier one that stock could not use.
+
+A target is ``path/to/file.py:NAME`` or ``package.module:NAME``: the function or ``torch.nn.Module`` to jit.
+The file provides its inputs as ``NAME_inputs`` (or ``inputs``): a callable returning a tuple of positional
+arguments, or a dict with ``args`` and ``kwargs``. ``NAME_compiler = "thunderfx"`` (or ``--thunderfx``)
+compiles with ``torch.compile(backend=ThunderCompiler())`` instead of ``thunder.jit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+CORPUS = "thunder_overlay.name_corpus"
+_MARK = "@@names "
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Child side: runs in a process of its own, with the overlay on or off.
+
+
+def _load(target: str):
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    location, sep, attr = target.rpartition(":")
+    if not sep or not location or not attr:
+        raise ValueError(f"target {target!r} is not FILE.py:NAME or package.module:NAME")
+    if location.endswith(".py"):
+        path = Path(location).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {location}")
+        name = f"_thunder_overlay_names_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.parent))
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(location)
+    program = getattr(module, attr)
+    inputs = getattr(module, f"{attr}_inputs", None) or getattr(module, "inputs", None)
+    if inputs is None:
+        raise AttributeError(f"{location} provides neither {attr}_inputs nor inputs")
+    made = inputs() if callable(inputs) else inputs
+    if isinstance(made, dict):
+        args, kwargs = tuple(made.get("args", ())), dict(made.get("kwargs", {}))
+    else:
+        args, kwargs = (tuple(made) if isinstance(made, (tuple, list)) else (made,)), {}
+    return program, args, kwargs, getattr(module, f"{attr}_compiler", "jit")
+
+
+class _BindingCapture:
+    """Records, for each call of the overlay's name allocation, every name each proxy of the traces was bound
+    to, keyed by the name the proxy has after allocation."""
+
+    def __init__(self):
+        import thunder.core.jit_ext as jit_ext
+
+        self.calls: list[dict[str, list[str]]] = []
+        self.available = hasattr(jit_ext, "_allocate_proxy_names")
+        if self.available:
+            allocate = jit_ext._allocate_proxy_names
+
+            def capture(bindings, traces):
+                renames = allocate(bindings, traces)
+                self.calls.append(_bindings_by_final_name(jit_ext, bindings, traces, renames))
+                return renames
+
+            jit_ext._allocate_proxy_names = capture
+
+    def for_trace(self, names: set[str]) -> dict[str, list[str]] | None:
+        if not self.available or not self.calls:
+            return None
+        return max(self.calls, key=lambda call: len(names & call.keys()))
+
+
+def _bindings_by_final_name(jit_ext, bindings, traces, renames) -> dict[str, list[str]]:
+    from thunder.core.proxies import variableify
+
+    in_traces = {id(p) for trace in traces for p in jit_ext._trace_proxies(trace)}
+    result: dict[str, list[str]] = {}
+    for (pid, name, *by_thunder), p in bindings.items():
+        if pid in in_traces and not any(by_thunder):  # a local of thunder's own code is not a binding of the program
+            v = variableify(p)
+            final = renames[v].name if v in renames else p.name
+            names = result.setdefault(final, [])
+            if name not in names:
+                names.append(name)
+    return result
+
+
+def _describe(trace) -> dict:
+    """The trace's symbols in order (subsymbols after their symbol): depth, name, output and argument names."""
+    symbols = []
+
+    def walk(bsyms, depth):
+        for b in bsyms:
+            symbols.append([depth, b.sym.name, [p.name for p in b.flat_proxy_outs], [p.name for p in b.flat_proxy_args]])
+            walk(b.subsymbols, depth + 1)
+
+    walk(trace.bound_symbols, 0)
+    return {"args": [getattr(p, "name", None) for p in trace.args], "symbols": symbols}
+
+
+def _thunder_local_names() -> set[str]:
+    """Every local variable name of thunder's own code (for telling its leaked locals from generated names)."""
+    import types
+
+    names: set[str] = set()
+    seen: set[int] = set()
+
+    def visit(code):
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        names.update(code.co_varnames, code.co_cellvars, code.co_freevars)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                visit(const)
+
+    for module_name, module in list(sys.modules.items()):
+        if module_name.split(".")[0] != "thunder" or module_name.split(".")[1:2] in (["tests"], ["benchmarks"]):
+            continue
+        for value in list(vars(module).values()):
+            for candidate in (value, *vars(value).values()) if isinstance(value, type) else (value,):
+                code = getattr(getattr(candidate, "__func__", candidate), "__code__", None)
+                if isinstance(code, types.CodeType):
+                    visit(code)
+    return names
+
+
+def record(target: str, thunderfx: bool = False) -> dict:
+    """Jit one target in this process and describe its initial computation traces."""
+    import thunder
+    import torch
+
+    capture = _BindingCapture()
+    program, args, kwargs, compiler = _load(target)
+    if thunderfx or compiler == "thunderfx":
+        from thunder.dynamo import ThunderCompiler
+
+        torch._dynamo.reset()
+        backend = ThunderCompiler()
+        torch.compile(program, backend=backend)(*args, **kwargs)
+        jitted = [f for info in backend.subgraph_infos for f in (info.thunder_compiled_fns or ())]
+    else:
+        jfn = thunder.jit(program)
+        jfn(*args, **kwargs)
+        jitted = [jfn]
+    traces = []
+    for jfn in jitted:
+        trace = thunder.last_traces(jfn)[0]
+        described = _describe(trace)
+        names = {n for s in described["symbols"] for n in s[2] + s[3]} | set(described["args"])
+        described["bindings"] = capture.for_trace(names)
+        traces.append(described)
+    return {"traces": traces}
+
+
+def child_main(targets: list[str], thunderfx: bool = False) -> None:
+    import traceback
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import thunder.core.jit_ext  # noqa: F401  imported (and patched, unless the overlay is off) before status()
+    import thunder_overlay
+
+    state = thunder_overlay.status()["state"]
+    internal = None
+    for target in targets:
+        try:
+            result = {"ok": True, **record(target, thunderfx)}
+        except Exception as e:  # a program stock thunder cannot compile is a result, not a tool failure
+            result = {"ok": False, "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                      "traceback": traceback.format_exc()[-2000:]}
+        if internal is None:
+            internal = sorted(_thunder_local_names())
+        print(_MARK + json.dumps({"target": target, "state": state, **result}), flush=True)
+    print(_MARK + json.dumps({"thunder_locals": internal or []}), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parent side: run both sides, align, compare.
+
+
+@dataclass
+class Comparison:
+    target: str
+    error: str | None = None
+    stock_named: int = 0  # values stock names after one of their bindings
+    overlay_named: int = 0
+    kept: int = 0  # same name on both sides
+    earlier: list[tuple[str, str]] = field(default_factory=list)  # (stock, overlay): an earlier binding
+    gained: list[tuple[str, str]] = field(default_factory=list)  # stock generated, the overlay a binding
+    lost: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay none
+    later: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay a later one
+    internal: list[tuple[str, str]] = field(default_factory=list)  # stock a thunder-internal local
+
+    @property
+    def violations(self) -> int:
+        return len(self.lost) + len(self.later) + (1 if self.error else 0)
+
+
+def _symbol_kind(name: str) -> str:
+    # Symbols of torch.autograd.Function subclasses carry the class's id, which differs between processes
+    return re.sub(r"_[0-9]{6,}", "", name)
+
+
+def _align(stock: dict, overlay: dict) -> dict[str, str]:
+    """Overlay name -> stock name of the same value; raises ValueError when the programs differ."""
+    pairs = list(zip(stock["args"], overlay["args"]))
+    if len(stock["args"]) != len(overlay["args"]) or len(stock["symbols"]) != len(overlay["symbols"]):
+        raise ValueError(f"the traces differ in size: {len(stock['symbols'])} vs {len(overlay['symbols'])} symbols")
+    for k, ((_, s_sym, s_out, s_arg), (_, o_sym, o_out, o_arg)) in enumerate(zip(stock["symbols"], overlay["symbols"])):
+        if _symbol_kind(s_sym) != _symbol_kind(o_sym) or len(s_out) != len(o_out) or len(s_arg) != len(o_arg):
+            raise ValueError(f"the traces differ at symbol {k}: {s_sym} vs {o_sym}")
+        pairs += zip(s_out + s_arg, o_out + o_arg)
+    to_stock: dict[str, str] = {}
+    to_overlay: dict[str, str] = {}
+    for s, o in pairs:
+        if to_stock.setdefault(o, s) != s or to_overlay.setdefault(s, o) != o:
+            raise ValueError(f"the traces are not one program up to renaming: {s} vs {o}")
+    return to_stock
+
+
+def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -> Comparison:
+    result = Comparison(target)
+    if not overlay["ok"]:
+        result.error = f"overlay failed: {overlay['error']}"
+        return result
+    if not stock["ok"]:
+        result.error = None  # nothing stock names can be lost; count what the overlay names
+        for trace in overlay["traces"]:
+            bindings = trace["bindings"] or {}
+            result.overlay_named += sum(1 for name, bound in bindings.items() if name in bound)
+        return result
+    if len(stock["traces"]) != len(overlay["traces"]):
+        result.error = f"stock jitted {len(stock['traces'])} programs, the overlay {len(overlay['traces'])}"
+        return result
+    for s_trace, o_trace in zip(stock["traces"], overlay["traces"]):
+        if o_trace["bindings"] is None:
+            result.error = "the overlay side reports no bindings (is the overlay active?)"
+            return result
+        try:
+            to_stock = _align(s_trace, o_trace)
+        except ValueError as e:
+            result.error = str(e)
+            return result
+        for o_name, s_name in to_stock.items():
+            bound = o_trace["bindings"].get(o_name, [])
+            stock_user, overlay_user = s_name in bound, o_name in bound
+            result.stock_named += stock_user
+            result.overlay_named += overlay_user
+            if stock_user and overlay_user:
+                if o_name == s_name:
+                    result.kept += 1
+                elif bound.index(o_name) < bound.index(s_name):
+                    result.earlier.append((s_name, o_name))
+                else:
+                    result.later.append((s_name, o_name))
+            elif stock_user:
+                result.lost.append((s_name, o_name))
+            elif overlay_user:
+                result.gained.append((s_name, o_name))
+            elif s_name != o_name and s_name in thunder_locals:
+                result.internal.append((s_name, o_name))
+    return result
+
+
+def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout: int = 3600) -> tuple[dict, set]:
+    env = dict(os.environ, THUNDER_OVERLAY="1" if overlay else "0", PYTHONWARNINGS="ignore")
+    code = "import sys; from thunder_overlay import names; names.child_main(sys.argv[2:], sys.argv[1] == '1')"
+    proc = subprocess.run([sys.executable, "-c", code, "1" if thunderfx else "0", *targets], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    results, thunder_locals = {}, set()
+    for line in proc.stdout.splitlines():
+        if line.startswith(_MARK):
+            record_ = json.loads(line[len(_MARK):])
+            if "thunder_locals" in record_:
+                thunder_locals = set(record_["thunder_locals"])
+            else:
+                results[record_["target"]] = record_
+    for target in targets:
+        results.setdefault(target, {"ok": False, "state": "?", "error": f"the {'overlay' if overlay else 'stock'} "
+                                    f"process exited {proc.returncode}: {proc.stderr.strip()[-500:]}"})
+    return results, thunder_locals
+
+
+def corpus_targets() -> list[str]:
+    from thunder_overlay import name_corpus
+
+    return [f"{CORPUS}:{name}" for name in name_corpus.PROGRAMS]
+
+
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{s} -> {o}" for s, o in pairs)
+
+
+def print_table(comparisons: list[Comparison], out=sys.stdout) -> None:
+    header = f"{'program':<28} {'stock':>6} {'overlay':>7} {'lost':>5} {'internal':>8}  notes"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for c in comparisons:
+        name = c.target.rpartition(":")[2]
+        if c.error and not c.stock_named:
+            print(f"{name:<28} {'':>6} {'':>7} {'':>5} {'':>8}  ERROR: {c.error}", file=out)
+            continue
+        notes = []
+        if c.lost or c.later:
+            notes.append(f"LOST {_pairs(c.lost + c.later)}")
+        if c.earlier:
+            notes.append(f"earlier binding {_pairs(c.earlier)}")
+        if c.gained:
+            notes.append(f"gained {_pairs(c.gained[:6])}{' ...' if len(c.gained) > 6 else ''}")
+        if c.internal:
+            notes.append(f"thunder locals removed {', '.join(sorted({s for s, _ in c.internal}))}")
+        print(f"{name:<28} {c.stock_named:>6} {c.overlay_named:>7} {len(c.lost) + len(c.later):>5} "
+              f"{len(c.internal):>8}  {'; '.join(notes)}", file=out)
+    lost = sum(len(c.lost) + len(c.later) for c in comparisons)
+    print(f"\n{len(comparisons)} programs: stock names {sum(c.stock_named for c in comparisons)} values after the "
+          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost", file=out)
+
+
+def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    print(f"names: {len(targets)} program(s), stock (THUNDER_OVERLAY=0) and overlay, one process each", flush=True)
+    with ThreadPoolExecutor(2) as pool:
+        stock_future = pool.submit(run_side, targets, False, thunderfx)
+        overlay_future = pool.submit(run_side, targets, True, thunderfx)
+        (stock, stock_locals), (overlay, _) = stock_future.result(), overlay_future.result()
+    states = {r.get("state") for r in overlay.values()}
+    if states != {"patched"}:
+        print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
+              "see `thunder-overlay status`", file=sys.stderr)
+        return 2
+    comparisons = []
+    for target in targets:
+        comparisons.append(compare(target, stock[target], overlay[target], stock_locals))
+        if show_traces:
+            _print_side_by_side(target, stock[target], overlay[target])
+    print()
+    print_table(comparisons)
+    for target in targets:
+        if not stock[target]["ok"]:
+            print(f"note: stock failed on {target}: {stock[target]['error']}")
+    return 1 if any(c.violations for c in comparisons) else 0
+
+
+def _print_side_by_side(target: str, stock: dict, overlay: dict) -> None:
+    print(f"\n== {target}")
+    if not (stock["ok"] and overlay["ok"]):
+        print(f"  stock: {stock.get('error', 'ok')}\n  overlay: {overlay.get('error', 'ok')}")
+        return
+    for s_trace, o_trace in zip(stock["traces"], overlay["traces"]):
+        bindings = o_trace["bindings"] or {}
+        print(f"  {'stock':<34} {'overlay':<34} names the program bound the value to")
+        rows = [(s, o) for s, o in zip(s_trace["args"], o_trace["args"])]
+        for (depth, sym, s_out, _), (_, _, o_out, _) in zip(s_trace["symbols"], o_trace["symbols"]):
+            if depth == 0 and sym not in ("unpack_trivial", "python_return"):
+                rows += [(f"{s} = {sym}", f"{o} = {sym}") for s, o in zip(s_out, o_out)]
+        for s, o in rows:
+            name = o.split(" = ")[0]
+            mark = " " if s.split(" = ")[0] == name else "*"
+            print(f"{mark} {s:<34} {o:<34} {', '.join(bindings.get(name, []))}")
