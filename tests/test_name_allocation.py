@@ -168,3 +168,40 @@ def test_autocast_trace_uses_user_arguments_and_no_thunder_locals():
     # ``a``/``b`` of thunder's autocast rules must not name the rules' intermediates either
     assert [n for _, n in op_names(trace)].count("a") == 0
     check_traces(jfn)
+
+
+def rebinds_a_generated_input_name(xs):
+    t_0_1 = xs[0] * 2  # the input xs[1] holds t_0_1, a name derived from where it comes from
+    return t_0_1 + xs[1]
+
+
+def test_a_name_thunder_derived_for_an_input_is_generated():
+    jfn = thunder.jit(rebinds_a_generated_input_name)
+    xs = (torch.randn(3), torch.randn(3))
+    torch.testing.assert_close(jfn(xs), rebinds_a_generated_input_name(xs))
+    trace = thunder.last_traces(jfn)[0]
+    (mul,) = (b for b in trace.bound_symbols if b.sym.name == "mul")
+    assert mul.output.name == "t_0_1"
+    assert len({p.name for p in trace.args}) == 2 and "t_0_1" not in {p.name for p in trace.args}
+    check_traces(jfn)
+
+
+def _helper_with_generated_looking_names(x1):
+    layer2 = x1 * 3
+    return layer2
+
+
+def user_names_are_never_taken_back(x):
+    x1 = torch.tanh(x)
+    fc1 = x1 + 1
+    out = _helper_with_generated_looking_names(fc1)  # the helper binds fc1's value to its own x1
+    return x1, out
+
+
+def test_a_user_name_shaped_like_a_generated_one_is_not_generated():
+    jfn = thunder.jit(user_names_are_never_taken_back)
+    jfn(torch.randn(3))
+    names = dict((symbol, name) for symbol, name in op_names(thunder.last_traces(jfn)[0]))
+    assert names["tanh"] == "x1" and names["add"] == "fc1"
+    assert "layer2" in {n for _, n in op_names(thunder.last_traces(jfn)[0])}
+    check_traces(jfn)
