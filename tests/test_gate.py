@@ -185,6 +185,7 @@ def test_shards_cover_every_collected_test_exactly_once(root):
     ran = runner_for(root, "-n", "2").run(plan.Unit("test_tiny", kexpr="many", index=2, count=3), "stock")
     assert sorted(outcomes.test_part(t) for t in ran["results"]) == sorted(t for t in shards[1] if "many" in t)
     assert ran["total"] == len(ran["results"])
+    assert ran["meta"]["process"] in ("gw0", "gw1")  # what a worker, which ran the tests, imported
 
 
 def test_resume_reuses_finished_runs_and_reruns_unfinished_ones(root):

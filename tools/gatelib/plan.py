@@ -71,5 +71,5 @@ def probe_here():
     import torch
 
     overlay = overlay_fingerprint() if any(m.split(".")[0] == "thunder_overlay" for m in sys.modules) else None
-    return {"thunder": getattr(thunder, "__version__", "?"), "thunder_file": thunder.__file__,
-            "torch": torch.__version__, "tests_dir": str(Path(thunder.tests.__file__).parent), "overlay": overlay}
+    return {"thunder": str(getattr(thunder, "__version__", "?")), "thunder_file": thunder.__file__,
+            "torch": str(torch.__version__), "tests_dir": str(Path(thunder.tests.__file__).parent), "overlay": overlay}

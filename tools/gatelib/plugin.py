@@ -5,7 +5,7 @@ It writes one JSON line per event to the file named by $GATE_OUT:
     {"id": nodeid, "outcome": ..., "when": ..., "secs": ..., "msg": ...}   one per test phase worth recording
     {"collect_error": nodeid, "reason": one line, "msg": tail}     a file or class that failed to collect
     {"collected": [test ids]}                                      with $GATE_LIST_IDS set (no xdist)
-    {"meta": true, thunder, torch, python, jit_ext, overlay...}   at the end: which thunder and overlay really ran
+    {"meta": true, thunder, torch, python, jit_ext, overlay...}   at the end: which thunder and overlay the tests ran
     {"finished": exitstatus}                                       pytest ended by itself (not killed)
 and narrows the selection: $GATE_SHARD="i/N" keeps the tests of shard i (a stable hash of the test id),
 $GATE_IDS names a file of test ids (the part after the file name) to keep.
@@ -39,23 +39,29 @@ def pytest_configure(config):
 
 
 def _meta():
-    """Which thunder, torch and overlay this session ran, read from sys.modules at its end, so that a session that
-    never imported thunder (the gate's own tests) does not pay for importing it."""
+    """Which thunder, torch and overlay this process ran, read from sys.modules at its end, so that a session that
+    never imported thunder (the gate's own tests) does not pay for importing it. Under xdist the workers run the
+    tests (the controller imports neither thunder nor torch), so a worker's record is the one written."""
     thunder, torch, je = (sys.modules.get(m) for m in ("thunder", "torch", "thunder.core.jit_ext"))
     overlay = None
     if je is not None and "thunder_overlay" in sys.modules:
         from gatelib.plan import overlay_fingerprint
 
-        overlay = overlay_fingerprint()
+        try:
+            overlay = overlay_fingerprint()
+        except Exception as e:  # the record must not break the session it describes
+            overlay = {"error": f"{type(e).__name__}: {e}"}
     return {
         "meta": True,
-        "thunder": getattr(thunder, "__version__", "?") if thunder else None,
+        # plain str: torch's version is a str subclass that xdist cannot send from a worker
+        "thunder": str(getattr(thunder, "__version__", "?")) if thunder else None,
         "thunder_file": getattr(thunder, "__file__", None),
-        "torch": getattr(torch, "__version__", None),
+        "torch": str(torch.__version__) if torch else None,
         "python": platform.python_version(),
         "pytest": pytest.__version__,
         "jit_ext": f"{je.__file__} via {type(je.__loader__).__module__}.{type(je.__loader__).__name__}" if je else None,
         "overlay_loaded": "thunder_overlay" in sys.modules,
+        "process": _config.workerinput["workerid"] if hasattr(_config, "workerinput") else "main",
         "overlay": overlay,
     }
 
@@ -114,7 +120,16 @@ def pytest_collectreport(report):
                "msg": "\n".join(text.rstrip().splitlines()[-15:])})
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    meta = getattr(node, "workeroutput", {}).get("gate_meta")
+    if meta and not getattr(_config, "_gate_worker_meta", None):
+        _config._gate_worker_meta = meta
+
+
 def pytest_sessionfinish(session, exitstatus):
-    if _is_controller():
-        _emit(_meta())
-        _emit({"finished": int(exitstatus)})
+    if not _is_controller():  # an xdist worker imported what the tests ran; it goes to the controller at its end
+        _config.workeroutput["gate_meta"] = _meta()
+        return
+    _emit(getattr(_config, "_gate_worker_meta", None) or _meta())
+    _emit({"finished": int(exitstatus)})
