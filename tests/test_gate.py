@@ -197,6 +197,7 @@ def test_resume_reuses_finished_runs_and_reruns_unfinished_ones(root):
     resumed = runner_for(root, "--resume")
     again = resumed.run(unit, "stock")
     assert again["reused"] and again["results"] == first["results"] and again["path"] == first["path"]
+    assert runner_for(root, "--resume", "-n", "2").run(unit, "stock")["reused"]  # fewer or more workers: same tests
 
     # a run cut off before its end (no 'finished' and no trailer) is run again
     lines = first["path"].read_text().splitlines()
@@ -224,11 +225,11 @@ def test_reuse_requires_the_same_thunder_torch_and_patches(root):
 
 
 def test_eta_from_earlier_module_times():
-    durations = report.earlier_durations([TOOLS / "results" / "gate-0.2.5"], quick=False)
+    durations = report.history([TOOLS / "results" / "gate-0.2.5"], quick=False)["seconds"]
     grad = durations[("test_grad", "stock")]
     assert grad > 1000 and durations[("test_grad", "overlay")] > 1000
     # the 0.2.6 run reused its stock side (0 seconds): the overlay side's time stands in for it
-    reused = report.earlier_durations([TOOLS / "results" / "gate-0.2.6"], quick=False)
+    reused = report.history([TOOLS / "results" / "gate-0.2.6"], quick=False)["seconds"]
     assert reused[("test_core", "stock")] == reused[("test_core", "overlay")] > 0
 
     a, b = plan.Unit("test_grad", index=1, count=2), plan.Unit("test_grad", index=2, count=2)
@@ -272,6 +273,9 @@ def test_command_end_to_end_with_resume_and_report(root):
     assert {p.suffix for p in (out / "raw").iterdir()} == {".jsonl", ".log", ".ids"}  # raw output only in raw/
     assert "| test_tiny | 46 / 46 | 43 / 42 | 1 / 2 |" in first.stdout
     assert "| test_never_collects | not collectable on both sides: test_never_collects.py::test_x:" in first.stdout
+    known = report.history([out], quick=False)  # what a later run takes for its ETA and --xdist-min-tests
+    assert known["tests"] == {"test_tiny": 46, "test_never_collects": 0}
+    assert known["seconds"][("test_tiny", "overlay")] == tiny["overlay"]["seconds"] > 0
 
     (root / "flaky-seen").unlink()  # the overlay side would fail it again if it ran again: it must not run
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)

@@ -57,6 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="CI slice: test_autocast + a -k slice of test_jit_general")
     p.add_argument("-k", dest="kexpr", default=None, help="extra -k expression (ANDed with 'not cuda')")
     p.add_argument("-n", type=int, default=2, help="pytest-xdist workers (0: no xdist)")
+    p.add_argument("--xdist-min-tests", type=int, default=40, metavar="N",
+                   help="run modules that earlier runs or a --collect-only run in OUT saw with fewer than N tests "
+                        "without xdist (its start-up costs more than it saves there)")
     p.add_argument("--shards", nargs="+", default=[], metavar="MODULE=N",
                    help=f"run MODULE in N parts, saved separately (default: "
                         f"{' '.join(f'{m}={n}' for m, n in planning.DEFAULT_SHARDS.items())}; MODULE=1: one part)")
@@ -84,8 +87,8 @@ def parse_args(argv=None):
                    "a test that runs longer is recorded as 'timeout'")
     p.add_argument("--progress", type=float, default=60, help="seconds between progress lines")
     p.add_argument("--eta-from", nargs="+", default=[], metavar="PATH",
-                   help="earlier summaries (files or folders) whose per-module times feed the ETA "
-                        "(always: OUT and tools/results/gate-<thunder>*)")
+                   help="earlier summaries (files or folders) whose per-module times and test counts feed the ETA "
+                        "and --xdist-min-tests (always read: OUT and tools/results/gate-<thunder>*)")
     p.add_argument("--markdown", action="store_true", help="print the markdown table of all modules at the end")
     p.add_argument("--report", default=None, metavar="DIR",
                    help="run nothing: print the markdown table (and listed differences) of the run in DIR")
@@ -189,7 +192,8 @@ def run_module(args, runner, eta, units, allow):
     found["infra_errors"] = infra
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "quick": args.quick,
             "thunder": runner.probes["stock"]["thunder"], "torch": runner.probes["stock"]["torch"],
-            "selection": {"k": runner.kexpr(units[0]), "n": args.n, "shards": len(units), "timeout": args.timeout,
+            "selection": {"k": runner.kexpr(units[0]), "n": runner.workers.get(module, args.n), "shards": len(units),
+                          "timeout": args.timeout,
                           "test_root": args.test_root, "pythonpath": args.pythonpath}}
     seen = {side: next((r["meta"] for r in runs[side] if r["meta"]), {}) for side in SIDES}
     return report.module_summary(module, runs, found, meta), seen
@@ -240,8 +244,8 @@ def collect_only(args, runner, plan, out_dir):
               + (f"  reason: {s.get('reason') or o.get('reason')}" if "reason" in s or "reason" in o else ""),
               flush=True)
     path = out_dir / f"collect-{runner.probes['stock']['thunder']}.json"
-    path.write_text(json.dumps({"date": datetime.datetime.now().isoformat(timespec="seconds"),
-                                "argv": sys.argv[1:], "k": args.kexpr, "modules": result}, indent=1) + "\n")
+    path.write_text(json.dumps({"collect_only": True, "quick": args.quick, "date": datetime.datetime.now().isoformat(
+        timespec="seconds"), "argv": sys.argv[1:], "k": args.kexpr, "modules": result}, indent=1) + "\n")
     print(f"\n{sum(r['stock']['tests'] for r in result.values())} tests collected stock in {len(result)} modules; "
           f"differences with the overlay in: {', '.join(bad) or 'none'}; wrote {path}")
     return 1 if bad else 0
@@ -268,10 +272,9 @@ def main(argv=None):
     by_module = planning.units(plan, args.shard_counts)
     tasks = [(u, side) for us in by_module.values() for u in us for side in SIDES]
     sources = [out_dir, *sorted((TOOLS / "results").glob(f"gate-{version}*")), *args.eta_from]
-    collected = out_dir / f"collect-{version}.json"  # from a --collect-only run into the same folder
-    test_counts = {m: r["stock"]["tests"] for m, r in json.loads(collected.read_text())["modules"].items()} \
-        if collected.exists() else {}
-    eta = report.Eta(tasks, report.earlier_durations(sources, args.quick), test_counts)
+    known = report.history(sources, args.quick)
+    runner.workers = {m: 0 for m in by_module if known["tests"].get(m, args.xdist_min_tests) < args.xdist_min_tests}
+    eta = report.Eta(tasks, known["seconds"], known["tests"])
     ticker = Ticker(runner, eta, args.progress)
     (out_dir / "modules").mkdir(exist_ok=True)
     head = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "quick": args.quick, "argv": sys.argv[1:],

@@ -27,7 +27,7 @@ def merge_runs(runs):
 
 
 def side_summary(side):
-    out = {**counts(side["results"]), "tests": side["total"], "seconds": round(side["seconds"]),
+    out = {**counts(side["results"]), "tests": side["total"], "seconds": round(side["seconds"], 1),
            "returncode": side["returncodes"][0] if len(side["returncodes"]) == 1 else side["returncodes"],
            "collect": collect_status(side)}
     if side["collect_errors"]:
@@ -134,14 +134,16 @@ def entries_text(summary):
 # ETA
 
 
-def earlier_durations(paths, quick):
-    """{(module, side): seconds of the whole module} from earlier summaries: module JSONs, overall JSONs (this
-    gate's and the older five-module format) in the given files or folders. Only runs of the same kind (quick
-    or not) count; a side reused without running (0 seconds) takes the other side's time."""
-    found = {}
+def history(paths, quick):
+    """What earlier runs say, from summaries in the given files or folders (this gate's module and overall JSONs,
+    the older five-module format, --collect-only's collect-*.json): {"seconds": {(module, side): seconds of the
+    whole module}, "tests": {module: tests selected}}. Only runs of the same kind (quick or not) count; a side
+    reused without running (0 seconds) takes the other side's time; collection runs give test counts only."""
+    seconds, tests = {}, {}
     files = []
     for p in map(Path, paths):
-        files += [p] if p.is_file() else sorted(p.glob("gate-*.json")) + sorted(p.glob("modules/*.json"))
+        files += [p] if p.is_file() else sorted(p.glob("gate-*.json")) + sorted(p.glob("collect-*.json")) \
+            + sorted(p.glob("modules/*.json"))
     for f in files:
         try:
             data = json.loads(f.read_text())
@@ -152,12 +154,16 @@ def earlier_durations(paths, quick):
         per_module = data.get("modules") if isinstance(data.get("modules"), dict) else \
             {data["module"]: data} if "module" in data else {}
         for module, m in per_module.items():
-            secs = {s: (m.get(s) or {}).get("seconds") or 0 for s in ("stock", "overlay")}
+            sides = {s: m.get(s) or {} for s in ("stock", "overlay")}
+            if sides["stock"].get("tests") is not None:
+                tests.setdefault(module, sides["stock"]["tests"])
+            if data.get("collect_only"):
+                continue
+            secs = {s: sides[s].get("seconds") or 0 for s in sides}
             for side, other in (("stock", "overlay"), ("overlay", "stock")):
-                value = secs[side] or secs[other]
-                if value and (module, side) not in found:
-                    found[(module, side)] = value
-    return found
+                if secs[side] or secs[other]:
+                    seconds.setdefault((module, side), secs[side] or secs[other])
+    return {"seconds": seconds, "tests": tests}
 
 
 class Eta:
@@ -217,5 +223,5 @@ class Eta:
         text = (f"[progress] {label}: {done}/{total if total is not None else '?'} tests, {fmt_time(elapsed)}; "
                 f"run {len(self.spent)}/{len(self.tasks)} done, elapsed {fmt_time(run_elapsed)}, ETA {fmt_time(secs)}")
         if unknown:
-            text += f" + {unknown} run(s) without an estimate"
+            text += f" + {unknown} run(s) not estimated yet"
         return text

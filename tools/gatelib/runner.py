@@ -46,6 +46,7 @@ class Runner:
             with ThreadPoolExecutor(2) as pool:
                 probes = dict(zip(SIDES, pool.map(lambda side: probe(args.python, self.env(side)), SIDES)))
         self.probes = probes
+        self.workers = {}  # module -> xdist workers, where it differs from -n (small modules: 0)
 
     def env(self, side, out=None, unit=None, ids_file=None):
         a = self.args
@@ -73,10 +74,12 @@ class Runner:
         return env
 
     def selection(self, unit, side, ids):
-        """Everything that decides which tests run and how; equal selections may share results."""
+        """Everything that decides which tests run and how; equal selections may share results. The number of
+        xdist workers is not part of it: outcomes must not depend on it (and a rerun on a busier machine may
+        lower -n), and a test that does is flaky, which the confirming rerun without xdist shows."""
         a = self.args
         return {"module": unit.module, "k": self.kexpr(unit), "shard": [unit.index, unit.count],
-                "n": 0 if ids or a.collect_only else a.n, "python": a.python, "pythonpath": a.pythonpath,
+                "python": a.python, "pythonpath": a.pythonpath,
                 "overlay_pythonpath": a.overlay_pythonpath if side == "overlay" else None,
                 "overlay_env": a.overlay_env if side == "overlay" else [], "test_root": a.test_root,
                 "timeout": a.timeout, "ids": ids_digest(ids) if ids else None, "collect_only": a.collect_only}
@@ -115,8 +118,9 @@ class Runner:
                "--continue-on-collection-errors", "-k", self.kexpr(unit)]
         if a.collect_only:
             return cmd + ["--collect-only"]
-        if a.n > 0 and not ids:
-            cmd += ["-n", str(a.n)]
+        n = self.workers.get(unit.module, a.n)
+        if n > 0 and not ids:
+            cmd += ["-n", str(n)]
         return cmd
 
     def run(self, unit, side, ids=None):
@@ -130,16 +134,17 @@ class Runner:
             if self.reusable(run, sel, side):
                 return dict(run, seconds=run["trailer"].get("seconds", 0), returncode=run["trailer"]["returncode"],
                             reused=run["header"].get("date"), path=out)
-        ids_file = None
+        ids_file, cmd = None, self.command(unit, side, ids)
         if ids:
             ids_file = out.with_suffix(".ids")
             ids_file.write_text("\n".join(parts_of(ids)) + "\n")
-        out.write_text(json.dumps({"sel": sel, "date": datetime.datetime.now().isoformat(timespec="seconds")}) + "\n")
+        out.write_text(json.dumps({"sel": sel, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                                   "command": cmd}) + "\n")
         t0 = time.time()
         self.current = {"unit": unit, "side": side, "path": out, "t0": t0, "rerun": bool(ids)}
         try:
             with open(out.with_suffix(".log"), "w") as log, tempfile.TemporaryDirectory() as cwd:
-                rc = subprocess.call(self.command(unit, side, ids), env=self.env(side, out, unit, ids_file), cwd=cwd,
+                rc = subprocess.call(cmd, env=self.env(side, out, unit, ids_file), cwd=cwd,
                                      stdout=log, stderr=subprocess.STDOUT)
         finally:
             self.current = None
