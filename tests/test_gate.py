@@ -74,12 +74,12 @@ MODULES = {
         def test_ok():
             pass
     """,
-    # collects on neither side
+    # collects on neither side, with a message of several lines as pytest's parametrize errors have
     "test_never_collects": """
         import pytest
 
-        @pytest.mark.parametrize("device,", ["cuda", "cpu"])
-        def test_x(device):
+        @pytest.mark.parametrize("a, b", [("one",)])
+        def test_x(a, b):
             pass
     """,
 }
@@ -170,8 +170,8 @@ def test_collection_errors_on_one_side_regress_on_both_sides_are_reported(root):
     assert runner.reusable(both["stock"], runner.selection(plan.Unit("test_never_collects"), "stock", None), "stock")
     # pytest's parametrize errors span lines; the reason is all of it on one line
     (reason,) = [e["reason"] for e in both["stock"]["collect_errors"].values()]
-    assert reason == ("test_never_collects.py::test_x: in \"parametrize\" the number of names (1): ['device'] "
-                      "must be equal to the number of values (4): cuda")
+    assert reason == ("test_never_collects.py::test_x: in \"parametrize\" the number of names (2): ['a', 'b'] "
+                      "must be equal to the number of values (1): ('one',)")
 
 
 def test_shards_cover_every_collected_test_exactly_once(root):
@@ -241,8 +241,9 @@ def test_eta_from_earlier_module_times():
     eta.finished((a, "stock"), grad, grad, 100)
     # its overlay side: as long as its stock side; the other half: scaled by 2; test_new: 10 tests at this rate
     assert eta.remaining() == (pytest.approx(grad + grad + grad / 10), 0)
-    # the running task: from tests done / tests selected
+    # the running task: from tests done / tests selected, once a tenth is done; before, from its estimate
     assert eta.remaining((b, "stock"), elapsed=100, done=25, total=100) == (pytest.approx(300 + grad + grad / 10), 0)
+    assert eta.remaining((b, "stock"), elapsed=100, done=5, total=100) == (pytest.approx(grad - 100 + grad + grad / 10), 0)
 
 
 def test_discovers_the_modules_thunder_ships():
@@ -273,7 +274,7 @@ def test_command_end_to_end_with_resume_and_report(root):
     assert {p.suffix for p in (out / "raw").iterdir()} == {".jsonl", ".log", ".ids"}  # raw output only in raw/
     assert "| test_tiny | 46 / 46 | 43 / 42 | 1 / 2 |" in first.stdout
     assert "| test_never_collects | not collectable on both sides: test_never_collects.py::test_x:" in first.stdout
-    known = report.history([out], quick=False)  # what a later run takes for its ETA and --xdist-min-tests
+    known = report.history([out], quick=False)  # what a later run takes for its ETA and --xdist-min-seconds
     assert known["tests"] == {"test_tiny": 46, "test_never_collects": 0}
     assert known["seconds"][("test_tiny", "overlay")] == tiny["overlay"]["seconds"] > 0
 

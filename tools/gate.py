@@ -57,9 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="CI slice: test_autocast + a -k slice of test_jit_general")
     p.add_argument("-k", dest="kexpr", default=None, help="extra -k expression (ANDed with 'not cuda')")
     p.add_argument("-n", type=int, default=2, help="pytest-xdist workers (0: no xdist)")
-    p.add_argument("--xdist-min-tests", type=int, default=40, metavar="N",
-                   help="run modules that earlier runs or a --collect-only run in OUT saw with fewer than N tests "
-                        "without xdist (its start-up costs more than it saves there)")
+    p.add_argument("--xdist-min-seconds", type=float, default=30, metavar="S",
+                   help="run a module without xdist when an earlier run (see --eta-from) took less than S seconds "
+                        "on each side: xdist's start-up costs about 10 s and saves nothing there")
     p.add_argument("--shards", nargs="+", default=[], metavar="MODULE=N",
                    help=f"run MODULE in N parts, saved separately (default: "
                         f"{' '.join(f'{m}={n}' for m, n in planning.DEFAULT_SHARDS.items())}; MODULE=1: one part)")
@@ -88,7 +88,7 @@ def parse_args(argv=None):
     p.add_argument("--progress", type=float, default=60, help="seconds between progress lines")
     p.add_argument("--eta-from", nargs="+", default=[], metavar="PATH",
                    help="earlier summaries (files or folders) whose per-module times and test counts feed the ETA "
-                        "and --xdist-min-tests (always read: OUT and tools/results/gate-<thunder>*)")
+                        "and --xdist-min-seconds (always read: OUT and tools/results/gate-<thunder>*)")
     p.add_argument("--markdown", action="store_true", help="print the markdown table of all modules at the end")
     p.add_argument("--report", default=None, metavar="DIR",
                    help="run nothing: print the markdown table (and listed differences) of the run in DIR")
@@ -273,7 +273,9 @@ def main(argv=None):
     tasks = [(u, side) for us in by_module.values() for u in us for side in SIDES]
     sources = [out_dir, *sorted((TOOLS / "results").glob(f"gate-{version}*")), *args.eta_from]
     known = report.history(sources, args.quick)
-    runner.workers = {m: 0 for m in by_module if known["tests"].get(m, args.xdist_min_tests) < args.xdist_min_tests}
+    runner.workers = {m: 0 for m in by_module
+                      if max(known["seconds"].get((m, side), args.xdist_min_seconds) for side in SIDES)
+                      < args.xdist_min_seconds}
     eta = report.Eta(tasks, known["seconds"], known["tests"])
     ticker = Ticker(runner, eta, args.progress)
     (out_dir / "modules").mkdir(exist_ok=True)
@@ -281,13 +283,18 @@ def main(argv=None):
             "thunder": version, "torch": runner.probes["stock"]["torch"], "complete": False}
     summary_path = out_dir / f"gate-{version}{'-quick' if args.quick else ''}.json"
     modules, metas = {}, {}
-    for module, units in by_module.items():
-        print(f"==> {module}" + (f" in {len(units)} shards" if len(units) > 1 else "")
-              + f" at {report.fmt_time(time.time() - ticker.t0)}", flush=True)
-        modules[module], seen = run_module(args, runner, eta, units, allow)
-        metas.update({side: meta for side, meta in seen.items() if meta and side not in metas})
-        (out_dir / "modules" / f"{module}.json").write_text(json.dumps(modules[module], indent=1) + "\n")
-        summary_path.write_text(json.dumps(report.overall(modules, head), indent=1) + "\n")
+    try:
+        for module, units in by_module.items():
+            print(f"==> {module}" + (f" in {len(units)} shards" if len(units) > 1 else "")
+                  + f" at {report.fmt_time(time.time() - ticker.t0)}", flush=True)
+            modules[module], seen = run_module(args, runner, eta, units, allow)
+            metas.update({side: meta for side, meta in seen.items() if meta and side not in metas})
+            (out_dir / "modules" / f"{module}.json").write_text(json.dumps(modules[module], indent=1) + "\n")
+            summary_path.write_text(json.dumps(report.overall(modules, head), indent=1) + "\n")
+    except KeyboardInterrupt:
+        print(f"\nstopped; the finished runs are in {runner.raw_dir}: the same command with --resume continues",
+              file=sys.stderr)
+        return 130
     ticker.stop.set()
 
     summary = report.overall(modules, dict(head, complete=True, seconds=round(time.time() - ticker.t0),

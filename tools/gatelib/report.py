@@ -168,10 +168,11 @@ def history(paths, quick):
 
 class Eta:
     """Remaining time of a run of planned tasks (unit, side). Each task's estimate, the first that is known:
-    the running task from elapsed x (selected - done) / done; a unit's other side from its time in this run;
-    an earlier run's time of the module (a shard's share of it), scaled by how this run's finished tasks compare
-    with their earlier times (the machine may be busier); the module's test count from a --collect-only run
-    times this run's seconds per test so far. Tasks with none of these are counted, not guessed."""
+    the running task from elapsed x (selected - done) / done once a tenth is done; a unit's other side from its
+    time in this run; an earlier run's time of the module (a shard's share of it), scaled by how this run's
+    finished tasks compare with their earlier times (the machine may be busier); the module's test count from
+    earlier summaries times this run's seconds per test so far. Tasks with none of these are counted, not
+    guessed."""
 
     def __init__(self, tasks, earlier, test_counts=None):
         self.tasks = list(tasks)
@@ -209,7 +210,8 @@ class Eta:
             if t in self.spent:
                 continue
             est = self.estimate(t)
-            if t == current and total and done:
+            # the running task's own rate once a tenth of it is done (before, start-up and collection dominate)
+            if t == current and total and done and (done >= total / 10 or est is None):
                 secs += elapsed * (total - done) / done
             elif est is not None:
                 secs += max(est - elapsed, 0) if t == current else est
