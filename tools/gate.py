@@ -12,7 +12,7 @@ to collect on both sides are reported as not collectable, with the reason.
 Usage (run with the Python that has thunder, torch, pytest, pytest-xdist, pytest-timeout and thunder's test
 requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --target DIR ...`):
     python tools/gate.py --quick                              # the CI slice, a few minutes
-    python tools/gate.py --out tools/results/gate-0.2.6-full  # every module; over an hour on 2 cores
+    python tools/gate.py --out tools/results/gate-0.2.6-full  # every module; about 2 hours on 2 busy cores
     python tools/gate.py --out ... --resume                   # continue a stopped run, reusing finished parts
     python tools/gate.py --out ... --reuse-stock              # rerun the overlay side only
     python tools/gate.py --collect-only                       # what collects on each side, and shard sizes
@@ -23,7 +23,8 @@ requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --tar
 Writes DIR/modules/<module>.json per module as each finishes, DIR/gate-<thunder>[-quick].json overall
 (rewritten after every module), and the raw per-test JSON lines and pytest logs to DIR/raw/. Default DIR:
 tools/results/gate-<thunder>[-quick]. Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error
-(e.g. a pytest run that crashed, thunder imported from the wrong place).
+(e.g. a pytest run that crashed, thunder imported from the wrong place), 130 stopped by Ctrl-C (--resume
+continues).
 """
 
 import argparse
