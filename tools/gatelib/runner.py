@@ -1,0 +1,165 @@
+"""Runs one side (stock or overlay) of one unit in a pytest subprocess, or reuses a complete earlier run.
+
+Each run writes DIR/raw/<unit>-<side>[-confirm]-<tag>.jsonl (the plugin's lines between the driver's header
+and trailer) and a .log beside it. The tag is a hash of the selection, so a file can only be reused by a run
+that would have made the same selection (see reusable()).
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from gatelib.outcomes import ids_digest, parts_of, read_run
+from gatelib.plan import module_file, selection_tag
+
+TOOLS = Path(__file__).resolve().parents[1]
+SIDES = ("stock", "overlay")
+OK_EXIT = (0, 1, 5)  # all passed, some failed, nothing selected
+COLLECTION_EXIT = 2  # interrupted: with collection errors, the expected end of a module that does not collect
+
+
+def probe(python, env):
+    """The thunder, torch, tests directory and overlay a side's environment imports (gatelib.plan.probe_here)."""
+    code = "import json, gatelib.plan as p; print('GATE-PROBE', json.dumps(p.probe_here()))"
+    proc = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, check=False,
+                          cwd=tempfile.gettempdir())
+    for line in proc.stdout.splitlines():
+        if line.startswith("GATE-PROBE "):
+            return json.loads(line[len("GATE-PROBE "):])
+    raise RuntimeError(f"cannot import thunder with {python}: {proc.stderr.strip().splitlines()[-1:] or proc.stdout}")
+
+
+class Runner:
+    """Runs units for one gate invocation. `current` says which run is on (unit, side, path, t0, rerun), for the
+    progress line. raw_dir is set by the caller once it knows the output folder (it names thunder's version)."""
+
+    def __init__(self, args, raw_dir=None, probes=None):
+        self.args = args
+        self.raw_dir = Path(raw_dir) if raw_dir else None
+        self.current = None
+        if probes is None:  # both sides at once: each is an `import thunder` of several seconds
+            with ThreadPoolExecutor(2) as pool:
+                probes = dict(zip(SIDES, pool.map(lambda side: probe(args.python, self.env(side)), SIDES)))
+        self.probes = probes
+        self.workers = {}  # module -> xdist workers, where it differs from -n (small modules: 0)
+
+    def env(self, side, out=None, unit=None, ids_file=None):
+        a = self.args
+        paths = [a.overlay_pythonpath] if side == "overlay" and a.overlay_pythonpath else []
+        paths += [a.pythonpath] if a.pythonpath else []
+        paths += [str(TOOLS)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+        env = dict(os.environ, THUNDER_OVERLAY="1" if side == "overlay" else "0", PYTHONPATH=os.pathsep.join(paths),
+                   CUDA_VISIBLE_DEVICES="",
+                   # keep .pyc files out of site-packages / --pythonpath dirs (and reuse them across runs)
+                   PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "thunder-gate-pycache"))
+        # with a pycache prefix, bytecode in site-packages is not read: the prefix must be writable and written,
+        # or every run compiles torch and thunder from source (about 40 s per process)
+        for key in ("GATE_OUT", "GATE_SHARD", "GATE_IDS", "GATE_LIST_IDS", "PYTHONDONTWRITEBYTECODE"):
+            env.pop(key, None)
+        if side == "overlay":
+            env.update(kv.split("=", 1) for kv in a.overlay_env)
+        if out:
+            env["GATE_OUT"] = str(out)
+        if unit and unit.count > 1:
+            env["GATE_SHARD"] = f"{unit.index}/{unit.count}"
+        if ids_file:
+            env["GATE_IDS"] = str(ids_file)
+        if a.collect_only:
+            env["GATE_LIST_IDS"] = "1"
+        return env
+
+    def selection(self, unit, side, ids):
+        """Everything that decides which tests run and how; equal selections may share results. The number of
+        xdist workers is not part of it: outcomes must not depend on it (and a rerun on a busier machine may
+        lower -n), and a test that does is flaky, which the confirming rerun without xdist shows."""
+        a = self.args
+        return {"module": unit.module, "k": self.kexpr(unit), "shard": [unit.index, unit.count],
+                "python": a.python, "pythonpath": a.pythonpath,
+                "overlay_pythonpath": a.overlay_pythonpath if side == "overlay" else None,
+                "overlay_env": a.overlay_env if side == "overlay" else [], "test_root": a.test_root,
+                "timeout": a.timeout, "ids": ids_digest(ids) if ids else None, "collect_only": a.collect_only}
+
+    @staticmethod
+    def kexpr(unit):
+        return "not cuda" + (f" and ({unit.kexpr})" if unit.kexpr else "")
+
+    def reusable(self, run, sel, side):
+        """A run may stand in for a new one when it made the same selection, pytest finished by itself with an
+        ordinary exit status, and it imported the same thunder, torch and overlay patches as this side does now."""
+        trailer, meta, now = run["trailer"], run["meta"], self.probes[side]
+        if run["header"].get("sel") != sel or not trailer or run["finished"] is None:
+            return False
+        rc = trailer["returncode"]
+        if rc not in OK_EXIT and not (rc == COLLECTION_EXIT and run["collect_errors"]):
+            return False
+        if meta.get("thunder") is None:  # the run never imported thunder: its outcomes do not depend on it
+            return True
+        return all(meta.get(k) == now.get(k) for k in ("thunder", "thunder_file", "torch", "overlay"))
+
+    def command(self, unit, side, ids):
+        a = self.args
+        if a.test_root:
+            target = [str(module_file(a.test_root, unit.module))]
+            if not (Path(a.test_root) / "conftest.py").exists():  # thunder's conftest (fixtures, options, order)
+                target += ["-p", "thunder.tests.conftest"]
+        else:
+            target = ["--pyargs", f"thunder.tests.{unit.module}"]
+        # -k also matches the names of the folders between rootdir and the file: root them at the tests folder,
+        # so that a folder named like a test word (a venv "cuda-env", a pytest tmp "test_regress0") selects nothing
+        root = a.test_root or self.probes[side].get("tests_dir")
+        target += ["--rootdir", root] if root else []
+        cmd = [a.python, "-m", "pytest", *target, "-p", "gatelib.plugin", "-p", "no:cacheprovider", "-q",
+               "--no-header", "-rN", "-o", f"timeout={a.timeout}", "-o", "timeout_method=signal",
+               "--continue-on-collection-errors", "-k", self.kexpr(unit)]
+        if a.collect_only:
+            return cmd + ["--collect-only"]
+        n = self.workers.get(unit.module, a.n)
+        if n > 0 and not ids:
+            cmd += ["-n", str(n)]
+        return cmd
+
+    def run(self, unit, side, ids=None):
+        """Runs (or reuses) `unit` on `side`; with `ids` only those tests, without xdist (the confirming rerun).
+        Returns read_run()'s dict plus seconds, returncode, reused and the jsonl path."""
+        sel = self.selection(unit, side, ids)
+        out = self.raw_dir / f"{unit.file_stem}-{side}{'-confirm' if ids else ''}-{selection_tag(sel)}.jsonl"
+        may_reuse = self.args.resume or (self.args.reuse_stock and side == "stock" and not ids)
+        if may_reuse and out.exists():
+            run = read_run(unit.module, out)
+            if self.reusable(run, sel, side):
+                return dict(run, seconds=run["trailer"].get("seconds", 0), returncode=run["trailer"]["returncode"],
+                            reused=run["header"].get("date"), path=out)
+        ids_file, cmd = None, self.command(unit, side, ids)
+        if ids:
+            ids_file = out.with_suffix(".ids")
+            ids_file.write_text("\n".join(parts_of(ids)) + "\n")
+        out.write_text(json.dumps({"sel": sel, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                                   "command": cmd}) + "\n")
+        t0 = time.time()
+        self.current = {"unit": unit, "side": side, "path": out, "t0": t0, "rerun": bool(ids)}
+        try:
+            with open(out.with_suffix(".log"), "w") as log, tempfile.TemporaryDirectory() as cwd:
+                rc = subprocess.call(cmd, env=self.env(side, out, unit, ids_file), cwd=cwd,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            self.current = None
+        secs = round(time.time() - t0, 1)
+        with open(out, "a") as f:  # the trailer: this run ended (pytest's own end is the plugin's 'finished')
+            f.write(json.dumps({"complete": True, "returncode": rc, "seconds": secs}) + "\n")
+        return dict(read_run(unit.module, out), seconds=secs, returncode=rc, reused=None, path=out)
+
+
+def infra_problem(run):
+    """Why a run's results cannot be trusted, or None: pytest crashed, was killed or failed as a program."""
+    rc = run["returncode"]
+    if run["finished"] is None:
+        return f"pytest did not finish (exit {rc}), see {run['path'].with_suffix('.log')}"
+    if rc not in OK_EXIT and not (rc == COLLECTION_EXIT and run["collect_errors"]):
+        return f"pytest exit {rc}, see {run['path'].with_suffix('.log')}"
+    return None
+
