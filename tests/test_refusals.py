@@ -74,6 +74,24 @@ def test_locally_edited_jit_ext_is_refused(thunder_copy_edited):
     assert_strict_raises(env, "edited locally")
 
 
+def test_pytest_filterwarnings_error_never_fails_a_test_on_a_refusal(thunder_copy_edited, tmp_path):
+    # A project whose pytest configuration turns warnings into errors, allowing the two that importing
+    # stock thunder gives (transformer_engine missing; a file interpreter.py leaves open).
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nfilterwarnings =\n    error\n    ignore:transformer_engine module not found:UserWarning\n"
+        "    ignore::ResourceWarning\n    ignore::pytest.PytestUnraisableExceptionWarning\n"
+    )
+    (tmp_path / "test_uses_thunder.py").write_text(
+        "def test_import():\n    import thunder.core.jit_ext as je\n    assert not je.__file__.endswith('thunder-overlay)')\n"
+    )
+    test_file = str(tmp_path / "test_uses_thunder.py")
+    code = f"import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {test_file!r}]))"
+    env = {"PYTHONPATH": str(thunder_copy_edited)}
+    for overlay in ("0", "1"):  # stock passes under this configuration; so does a refusal
+        proc = run_python(code, env=env, cwd=tmp_path, overlay=overlay)
+        assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
 def test_file_that_is_no_known_base_is_refused(patches_copy):
     # A manifest without the installed file's sha256: what an overlay that predates this thunder sees.
     import hashlib, importlib.util
