@@ -9,6 +9,10 @@ import sys
 
 TARGET = "thunder.core.jit_ext"
 SWITCH = "THUNDER_OVERLAY"
+# Where the series live: inside the package (a link in a checkout, a folder in the wheel). Named here
+# because this module is loaded at start-up: a patched import from the bytecode cache needs no other.
+PATCHES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")
+MANIFEST = "manifest.toml"
 
 # Every accepted THUNDER_OVERLAY value (case-insensitive) and the mode it selects; the README lists them.
 MODES = {

@@ -79,7 +79,7 @@ def _engine_stamp() -> list:
 
 def make_key(origin: str, base_sha256: str, patches_dir: Path, series_dir: Path, base_switch: str | None) -> dict:
     """Raises OSError when the manifest or the series directory cannot be read."""
-    from thunder_overlay import __version__, manifest
+    from thunder_overlay import __version__, _startup
 
     return {
         "python": sys.implementation.cache_tag,
@@ -88,7 +88,7 @@ def make_key(origin: str, base_sha256: str, patches_dir: Path, series_dir: Path,
         "origin": origin,
         "base_sha256": base_sha256,
         "patches_dir": str(patches_dir),
-        "manifest_sha256": hashlib.sha256(_read_bytes(os.path.join(patches_dir, manifest.MANIFEST))).hexdigest(),
+        "manifest_sha256": hashlib.sha256(_read_bytes(os.path.join(patches_dir, _startup.MANIFEST))).hexdigest(),
         "series_dir": str(series_dir),
         "series_sha256": _digest_dir(series_dir),
         "base_switch": base_switch,

@@ -21,7 +21,9 @@ import os
 import sys
 from pathlib import Path
 
-from thunder_overlay import _startup, bytecode_cache, manifest
+from thunder_overlay import _startup, bytecode_cache
+
+# manifest (and patchset) are imported only when the series must be read: not for a warm cache entry.
 from thunder_overlay._startup import OverlayWarning  # noqa: F401  (public name, re-exported)
 
 PATCHES_ENV = "THUNDER_OVERLAY_PATCHES"
@@ -92,7 +94,7 @@ outcome: Plan | None = None
 
 def patches_dir() -> tuple[Path, bool]:
     override = os.environ.get(PATCHES_ENV)
-    return (Path(override), True) if override else (manifest.PATCHES_DIR, False)
+    return (Path(override), True) if override else (Path(_startup.PATCHES_DIR), False)
 
 
 def _upstream_spec(finder, fullname: str, path) -> importlib.machinery.ModuleSpec | None:
@@ -133,6 +135,8 @@ def _from_cache(result: Plan, origin: str, directory: Path, switch: str | None) 
 
 def _choose_series(result: Plan, bases: list[manifest.Base], jit_ext_file: Path) -> manifest.Base:
     """The known base of these bytes or, for an unknown file, the series THUNDER_OVERLAY_BASE names."""
+    from thunder_overlay import manifest
+
     known = manifest.base_for_sha256(bases, result.base_sha256)
     if known is not None:
         result.known = True
@@ -166,6 +170,7 @@ def _choose_series(result: Plan, bases: list[manifest.Base], jit_ext_file: Path)
 
 
 def _patch(result: Plan, source: bytes, jit_ext_file: Path, origin: str, directory: Path, switch: str | None) -> None:
+    from thunder_overlay import manifest
     from thunder_overlay.patchset import PatchApplyError, apply_series, read_series
 
     series = _choose_series(result, manifest.load(directory), jit_ext_file)

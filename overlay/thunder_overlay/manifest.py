@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PATCHES_DIR = Path(__file__).parent / "patches"
-MANIFEST = "manifest.toml"
+from thunder_overlay._startup import MANIFEST, PATCHES_DIR as _PATCHES_DIR
+
+PATCHES_DIR = Path(_PATCHES_DIR)
 TARGET_PATH = "thunder/core/jit_ext.py"
 
 
