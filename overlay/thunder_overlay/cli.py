@@ -88,17 +88,23 @@ def _add_verify(sub) -> None:
 SUBCOMMANDS = (_add_status, _add_diff, _add_verify)
 
 
-def main(argv: list[str] | None = None) -> int:
-    warnings.filterwarnings("ignore", message=THUNDER_IMPORT_NOISE)
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="thunder-overlay",
         description="Versioned patches for lightning-thunder's thunder/core/jit_ext.py, applied in memory when "
         "thunder is imported. See `thunder-overlay COMMAND --help`.",
+        epilog="Environment: THUNDER_OVERLAY (1/on, 0/off, strict), THUNDER_OVERLAY_BASE (a series for a file "
+        "that is no known base), THUNDER_OVERLAY_CACHE_DIR (the bytecode cache); see the README.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    warnings.filterwarnings("ignore", message=THUNDER_IMPORT_NOISE)
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 
