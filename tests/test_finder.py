@@ -1,8 +1,6 @@
 """Activation by installation: the start-up hook, the finder and what the patched module looks like."""
 
-import json
-
-from conftest import IMPORT_AND_STATUS, JIT_STILL_WORKS, PATCHED_SUFFIX, last_json, run_python
+from conftest import JIT_STILL_WORKS, PATCHED_SUFFIX, last_json, run_python
 
 STATUS = "import json, thunder_overlay; print(json.dumps(thunder_overlay.status()))"
 
