@@ -23,7 +23,7 @@ def test_every_accepted_value_selects_its_mode_silently(value):
     proc = run_python(DRY_STATUS, overlay=value.upper())
     state = last_json(proc)["state"]
     assert state == ("disabled" if MODES[value] == "off" else "ready")
-    assert "thunder-overlay" not in proc.stderr
+    assert "thunder-overlay:" not in proc.stderr
 
 
 def test_unknown_value_warns_once_naming_the_accepted_values_and_stays_on():
