@@ -10,7 +10,7 @@ summary.txt / summary.json and, when the chain-N workloads ran, scaling.png.
 ``--null`` runs stock thunder on both sides (an A/A run): its ratios are what this harness reports
 on this machine when there is no difference at all, the yardstick for reading a real run.
 Exit status: 0 within thresholds, 1 some median ratio above its threshold, 2 a run failed or
-nothing was comparable.
+nothing was comparable; the last line says PASS or FAIL with the thresholds.
 """
 
 from __future__ import annotations
@@ -133,14 +133,20 @@ def main(argv=None) -> int:
     slower = [r for r in rows if r.verdict == "SLOWER"]
     if failed:
         print(f"FAILED: {len(failed)} pytest run(s) exited non-zero (logs in {out})")
-        return 2
-    if not any(r.ratios for r in rows):
+        code = 2
+    elif not any(r.ratios for r in rows):
         print("FAILED: no benchmark ran on both sides (all skipped or deselected?)")
-        return 2
-    if slower:
+        code = 2
+    elif slower:
         print("SLOWER than threshold: " + ", ".join(f"{r.workload}/{r.measure}/{r.target}" for r in slower))
-        return 1
-    return 0
+        code = 1
+    else:
+        code = 0
+    compared = sum(1 for r in rows if r.ratios)
+    print(f"{'PASS' if code == 0 else 'FAIL'}: {compared - len(slower)} of {compared} compared benchmarks within "
+          f"thresholds (median overlay/stock {args.stat} ratio: compile <= {args.compile_threshold}, "
+          f"exec <= {args.exec_threshold}){'' if code != 2 else '; runs failed or nothing compared'}")
+    return code
 
 
 if __name__ == "__main__":

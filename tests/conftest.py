@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -13,22 +15,32 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PATCHES = REPO / "patches"
+PATCHED_SUFFIX = " (patched by thunder-overlay)"
+
+# The tests' own bytecode cache: the user's ~/.cache is neither read nor written by the suite. Set before
+# any test module imports thunder in this process; subprocesses inherit it unless a test sets another.
+SESSION_CACHE = tempfile.mkdtemp(prefix="thunder-overlay-tests-cache-")
+atexit.register(shutil.rmtree, SESSION_CACHE, True)
+os.environ["THUNDER_OVERLAY_CACHE_DIR"] = SESSION_CACHE
 
 
 def run_python(
-    *code: str, overlay: str = "1", env: dict | None = None, args=(), timeout: int = 600, inherit_pythonpath=True
+    *code: str, overlay: str = "1", env: dict | None = None, args=(), timeout: int = 600, inherit_pythonpath=True,
+    unset=(), **popen,
 ):
     """Run the code parts, one after the other, in a fresh interpreter of this environment (start-up hook
-    included). A PYTHONPATH in ``env`` goes before the one the version matrix set, unless told not to."""
+    included). A PYTHONPATH in ``env`` goes before the one the version matrix set, unless told not to;
+    ``unset`` names variables to remove from the environment."""
     full_env = dict(os.environ, THUNDER_OVERLAY=overlay, PYTHONWARNINGS="default")
-    full_env.pop("THUNDER_OVERLAY_PATCHES", None)
+    for name in ("THUNDER_OVERLAY_PATCHES", "THUNDER_OVERLAY_BASE", *unset):
+        full_env.pop(name, None)
     env = dict(env or {})
     if "PYTHONPATH" in env and os.environ.get("PYTHONPATH") and inherit_pythonpath:  # keep the matrix's release
         env["PYTHONPATH"] += os.pathsep + os.environ["PYTHONPATH"]
     full_env.update(env)
     return subprocess.run(
         [sys.executable, *args, "-c", "\n".join(textwrap.dedent(part) for part in code)],
-        env=full_env, capture_output=True, text=True, timeout=timeout,
+        env=full_env, capture_output=True, text=True, timeout=timeout, **popen,
     )
 
 
@@ -51,17 +63,48 @@ print("jit works")
 """
 
 
+def installed_site() -> Path:
+    """The directory holding the thunder these tests run against (site-packages, or the version matrix's
+    --target directory)."""
+    import importlib.util
+
+    return Path(importlib.util.find_spec("thunder").origin).parents[1]
+
+
+def installed_dist_info() -> Path:
+    (dist,) = installed_site().glob("lightning_thunder-*.dist-info")
+    return dist
+
+
+def copy_thunder(target: Path, *, dist_info: bool = True) -> Path:
+    """A copy of the installed thunder package (without its tests; its bytecode kept, still valid since
+    copytree keeps modification times) and, unless told not to, its dist-info, in ``target``."""
+    shutil.copytree(installed_site() / "thunder", target / "thunder", ignore=shutil.ignore_patterns("tests"))
+    if dist_info:
+        shutil.copytree(installed_dist_info(), target / installed_dist_info().name)
+    return target
+
+
 @pytest.fixture(scope="session")
 def thunder_copy(tmp_path_factory) -> Path:
-    """A copy of the installed thunder 0.2.6 (package and dist-info) in a --target style directory."""
-    import thunder
+    """A copy of the installed thunder (package and dist-info) in a --target style directory."""
+    return copy_thunder(tmp_path_factory.mktemp("thunder-copy"))
 
-    site = Path(thunder.__file__).parents[1]
-    target = tmp_path_factory.mktemp("thunder-copy")
-    shutil.copytree(site / "thunder", target / "thunder", ignore=shutil.ignore_patterns("__pycache__", "tests"))
-    (dist,) = site.glob("lightning_thunder-*.dist-info")
-    shutil.copytree(dist, target / dist.name)
-    return target
+
+def last_json(proc) -> dict:
+    """The JSON object a subprocess printed last (after asserting it succeeded)."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    return json.loads([line for line in proc.stdout.splitlines() if line.startswith(("{", "["))][-1])
+
+
+# Import thunder in a subprocess and print whether jit_ext runs patched and the overlay's status.
+IMPORT_AND_STATUS = f"""
+import json, thunder, thunder.core.jit_ext as je, thunder_overlay
+print(json.dumps({{"file": je.__file__, "patched": je.__file__.endswith({PATCHED_SUFFIX!r}),
+                  "status": thunder_overlay.status()}}))
+"""
 
 
 @pytest.fixture

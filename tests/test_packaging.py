@@ -30,6 +30,21 @@ def test_wheel_contains_every_patch_the_manifest_and_the_hooks(wheel):
     assert {"thunder_overlay.pth", "thunder_overlay.start", "thunder_overlay/finder.py"} <= names
     hook = zipfile.ZipFile(wheel).read("thunder_overlay.pth").decode()
     assert hook.startswith("import os;") and "THUNDER_OVERLAY" in hook
+    (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+    assert zipfile.ZipFile(wheel).read(license_file) == (REPO / "LICENSE").read_bytes()
+    assert b"Apache License\n                           Version 2.0" in (REPO / "LICENSE").read_bytes()
+
+
+def test_wheel_metadata_matches_what_the_readme_claims(wheel):
+    import thunder_overlay
+
+    (metadata,) = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA")]
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert f"\nVersion: {thunder_overlay.__version__}\n" in text and wheel.name.startswith(
+        f"thunder_overlay-{thunder_overlay.__version__}-"
+    )
+    assert "\nRequires-Python: >=3.10\n" in text and "\nLicense-Expression: Apache-2.0\n" in text
+    assert f"pip install dist/{wheel.name}" in (REPO / "README.md").read_text(), "the install section names this wheel"
 
 
 def test_installed_wheel_patches_thunder(wheel, tmp_path):

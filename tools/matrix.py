@@ -53,7 +53,7 @@ def check_release(release: str, with_tests: bool, jobs: int = 0) -> dict:
     bindir = Path(sys.executable).parent
     row = {"release": release}
     code, out = run([str(bindir / "thunder-overlay"), "status"], target)
-    row["applied"] = "patched" if code == 0 and out.lstrip().startswith("thunder-overlay: patched") else "NO: " + summary_line(out, "reason")
+    row["applied"] = "patched" if code == 0 and out.lstrip().startswith("thunder-overlay: patched\n") else "NO: " + summary_line(out, "reason")
     code, out = run([str(bindir / "thunder-overlay"), "verify"], target)
     row["reproducers"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, "programs pass")
     if with_tests:

@@ -1,41 +1,70 @@
-"""The ``thunder-overlay`` command: status | diff | verify."""
+"""The ``thunder-overlay`` command: status | diff | verify | names.
+
+Each subcommand is one ``_name(args)`` function and one ``_add_name(subparsers)`` that declares it with
+its help; ``main`` lists them in SUBCOMMANDS.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import warnings
+
+# thunder warns at import when transformer_engine is missing (always, on CPU machines): noise here.
+THUNDER_IMPORT_NOISE = "transformer_engine module not found"
 
 
 def _status(args) -> int:
     import thunder_overlay
 
-    if not args.no_import:
-        try:
-            import thunder.core.jit_ext  # noqa: F401  the real import, through the overlay's finder
-        except ImportError as e:
-            print(f"importing thunder failed: {e}")
-    report = thunder_overlay.status()
-    print(f"thunder-overlay: {report['state']}")
-    for key, value in report.items():
-        if key != "state" and value not in (None, [], False) or key == "known":
-            print(f"  {key:<17} {', '.join(value) if isinstance(value, list) else value}")
-    return 0 if report["state"] in ("patched", "ready", "disabled") else 1
+    report = thunder_overlay.status(import_thunder=not args.no_import)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"thunder-overlay: {report['state']}")
+        for key, value in report.items():
+            if key != "state" and value not in (None, [], False) or key == "known":
+                print(f"  {key:<17} {', '.join(value) if isinstance(value, list) else value}")
+    return 0 if report["state"] in ("patched", "patched-unverified", "ready", "ready-unverified", "disabled") else 1
+
+
+def _add_status(sub) -> None:
+    p = sub.add_parser(
+        "status",
+        help="what the overlay does to the installed thunder",
+        description="Import thunder (through the overlay) and print the overlay's state and why: the state, "
+        "how thunder is installed, its release, the base sha256, the series and patches applied, the bytecode "
+        "cache, and the reason when nothing was patched. Exit status 0 when patched (or switched off), 1 otherwise.",
+    )
+    p.add_argument("--no-import", action="store_true",
+                   help="do not import thunder; report what importing it would do (state 'ready' when it would patch)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (the dict thunder_overlay.status() returns)")
+    p.set_defaults(func=_status)
 
 
 def _diff(args) -> int:
     from pathlib import Path
 
     import thunder_overlay
-    from thunder_overlay import manifest
 
     report = thunder_overlay.status()
     if not report["patches"]:
         print(f"no active patches ({report['state']}): {report['reason']}", file=sys.stderr)
         return 1
-    base = manifest.base_for(manifest.load(Path(report["patches_dir"])), report["thunder_version"])
     for name in report["patches"]:
-        sys.stdout.write((base.directory / name).read_text())
+        sys.stdout.write((Path(report["series_dir"]) / name).read_text(encoding="utf-8"))
     return 0
+
+
+def _add_diff(sub) -> None:
+    p = sub.add_parser(
+        "diff",
+        help="print the active patches",
+        description="Import thunder and print, in order, the patch files (git format-patch mails) the overlay "
+        "applied to thunder/core/jit_ext.py in this environment. Exit status 1 when none was applied.",
+    )
+    p.set_defaults(func=_diff)
 
 
 def _verify(args) -> int:
@@ -44,24 +73,26 @@ def _verify(args) -> int:
     return verify.main(jobs=args.jobs)
 
 
+def _add_verify(sub) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="run the reproducers under stock thunder and under the overlay",
+        description="Run every reproducer program of upstream #283 and #946 in its own process, once with stock "
+        "thunder (THUNDER_OVERLAY=0) and once with the overlay, and print a side-by-side table. Exit status 1 "
+        "when any program fails with the overlay.",
+    )
+    p.add_argument("--jobs", type=int, default=2, help="programs run at a time (default 2)")
+    p.set_defaults(func=_verify)
+
+
 def _names(args) -> int:
     from thunder_overlay import names
 
-    targets = args.targets or names.corpus_targets()
-    return names.main(targets, thunderfx=args.thunderfx, show_traces=args.traces)
+    return names.main(args.targets or names.corpus_targets(), thunderfx=args.thunderfx, show_traces=args.traces)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="thunder-overlay", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    status = sub.add_parser("status", help="what the overlay does to the installed thunder")
-    status.add_argument("--no-import", action="store_true", help="report without importing thunder")
-    status.set_defaults(func=_status)
-    sub.add_parser("diff", help="print the active patches").set_defaults(func=_diff)
-    verify = sub.add_parser("verify", help="run the reproducers under stock thunder and under the overlay")
-    verify.add_argument("--jobs", type=int, default=2, help="programs run at a time (default 2)")
-    verify.set_defaults(func=_verify)
-    names = sub.add_parser(
+def _add_names(sub) -> None:
+    p = sub.add_parser(
         "names",
         help="which values stock thunder and the overlay name after your program's variables",
         description="Jit each target under stock thunder and under the overlay (one process each), align the two "
@@ -69,13 +100,34 @@ def main(argv: list[str] | None = None) -> int:
         "the program's variables and any value the overlay names worse than stock. A target is FILE.py:NAME or "
         "package.module:NAME; the file provides NAME_inputs() (or inputs()) returning the positional arguments, "
         "or a dict with 'args' and 'kwargs'. Without targets, runs the overlay's corpus. Exit status 1 when a "
-        "value is lost.",
+        "value is lost, 2 when the overlay side did not run patched.",
     )
-    names.add_argument("targets", nargs="*", metavar="TARGET", help="FILE.py:NAME or package.module:NAME")
-    names.add_argument("--thunderfx", action="store_true", help="compile with torch.compile(backend=ThunderCompiler())")
-    names.add_argument("--traces", action="store_true", help="also print both traces' names side by side")
-    names.set_defaults(func=_names)
-    args = parser.parse_args(argv)
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="FILE.py:NAME or package.module:NAME (default: the corpus)")
+    p.add_argument("--thunderfx", action="store_true", help="compile with torch.compile(backend=ThunderCompiler())")
+    p.add_argument("--traces", action="store_true", help="also print both traces' names side by side")
+    p.set_defaults(func=_names)
+
+
+SUBCOMMANDS = (_add_status, _add_diff, _add_verify, _add_names)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="thunder-overlay",
+        description="Versioned patches for lightning-thunder's thunder/core/jit_ext.py, applied in memory when "
+        "thunder is imported. See `thunder-overlay COMMAND --help`.",
+        epilog="Environment: THUNDER_OVERLAY (1/on, 0/off, strict), THUNDER_OVERLAY_BASE (a series for a file "
+        "that is no known base), THUNDER_OVERLAY_CACHE_DIR (the bytecode cache); see the README.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    warnings.filterwarnings("ignore", message=THUNDER_IMPORT_NOISE)
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 

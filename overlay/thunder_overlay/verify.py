@@ -30,9 +30,9 @@ def run_program(name: str, overlay: bool) -> tuple[bool, str, float]:
     elapsed = time.perf_counter() - start
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     last = lines[-1].strip() if lines else f"exit code {proc.returncode}"
-    expected_state = "[patched]" if overlay else "[disabled]"
-    if proc.returncode == 0 and not last.startswith(expected_state):
-        return False, f"ran, but the overlay state was not {expected_state}: {last}", elapsed
+    expected_states = ("[patched]", "[patched-unverified]") if overlay else ("[disabled]",)
+    if proc.returncode == 0 and not last.startswith(expected_states):
+        return False, f"ran, but the overlay state was not {' or '.join(expected_states)}: {last}", elapsed
     return proc.returncode == 0, last, elapsed
 
 

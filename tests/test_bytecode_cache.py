@@ -1,0 +1,161 @@
+"""The bytecode cache of the patched jit_ext: a warm entry is used (no patch is parsed or applied), a
+corrupt or mismatched entry is ignored and rewritten, a read-only or uncreatable folder and
+PYTHONDONTWRITEBYTECODE leave the overlay patching from the series. Real thunder, fresh processes."""
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_thunder, last_json, run_python
+
+CACHE_ENV = "THUNDER_OVERLAY_CACHE_DIR"
+
+# Import thunder; print the status, whether the patch engine (patchset) was imported, and a digest of the
+# source the module reports (linecache and inspect keep working from the cache).
+IMPORT = """
+import hashlib, inspect, json, sys
+import thunder, thunder.core.jit_ext as je, thunder_overlay
+print(json.dumps({"status": thunder_overlay.status(), "file": je.__file__,
+                  "engine_imported": "thunder_overlay.patchset" in sys.modules,
+                  "source": hashlib.sha256(inspect.getsource(je).encode()).hexdigest()}))
+"""
+
+
+def run(cache: Path, env: dict | None = None, **kwargs) -> dict:
+    proc = run_python(IMPORT, env={CACHE_ENV: str(cache), **(env or {})}, unset=("PYTHONDONTWRITEBYTECODE",), **kwargs)
+    out = last_json(proc)
+    assert out["status"]["state"] == "patched", out["status"]
+    assert out["file"].endswith(" (patched by thunder-overlay)")
+    return out
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.iterdir() if p.suffix == ".bin") if cache.is_dir() else []
+
+
+def warm(cache: Path) -> tuple[dict, Path]:
+    cold = run(cache)
+    (entry,) = entries(cache)
+    assert cold["status"]["bytecode_cache"] == f"written: {entry}" and cold["engine_imported"]
+    return cold, entry
+
+
+def test_warm_cache_is_used_without_parsing_or_applying_a_patch(tmp_path):
+    cold, entry = warm(tmp_path)
+    hot = run(tmp_path)
+    assert hot["status"]["bytecode_cache"] == f"hit: {entry}"
+    assert not hot["engine_imported"], "with a warm cache the patch engine is never imported"
+    assert hot["source"] == cold["source"] and hot["status"]["patches"] == cold["status"]["patches"]
+    assert {k: v for k, v in hot["status"].items() if k != "bytecode_cache"} == {
+        k: v for k, v in cold["status"].items() if k != "bytecode_cache"
+    }
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+def test_corrupt_entry_is_ignored_and_rewritten(tmp_path, damage):
+    _, entry = warm(tmp_path)
+    data = entry.read_bytes()
+    entry.write_bytes({"truncated": data[: len(data) // 2], "garbage": os.urandom(4096), "empty": b""}[damage])
+    again = run(tmp_path)
+    assert again["status"]["bytecode_cache"].startswith(f"written: {entry} (replaced an entry that was not used: ")
+    assert "ValueError" in again["status"]["bytecode_cache"] and again["engine_imported"]
+    assert run(tmp_path)["status"]["bytecode_cache"] == f"hit: {entry}"
+
+
+def test_entry_of_changed_patches_is_ignored_and_rewritten(tmp_path, patches_copy):
+    env = {"THUNDER_OVERLAY_PATCHES": str(patches_copy)}
+    first = run(tmp_path, env)
+    (entry,) = entries(tmp_path)
+    series_dir = Path(first["status"]["series_dir"])
+    patch = series_dir / first["status"]["patches"][0]
+    patch.write_text(patch.read_text().replace("\nBug: ", "\nNote: the description changed\nBug: ", 1))
+    changed = run(tmp_path, env)
+    assert changed["status"]["bytecode_cache"] == (
+        f"written: {entry} (replaced an entry that was not used: its key differs in series_sha256)"
+    )
+    assert run(tmp_path, env)["status"]["bytecode_cache"] == f"hit: {entry}"
+
+
+def test_entry_is_trusted_by_its_key_not_by_its_name(tmp_path):
+    # The entry made for the installed thunder, put where a thunder tree elsewhere looks for its own.
+    _, installed_entry = warm(tmp_path / "cache")
+    tree = copy_thunder(tmp_path / "tree", dist_info=False)
+    env = {"PYTHONPATH": str(tree)}
+    own = run(tmp_path / "cache", env)
+    own_entry = Path(own["status"]["bytecode_cache"].removeprefix("written: "))
+    assert own_entry != installed_entry and own_entry.parent == tmp_path / "cache"
+    shutil.copyfile(installed_entry, own_entry)
+    moved = run(tmp_path / "cache", env)
+    assert moved["status"]["bytecode_cache"] == (
+        f"written: {own_entry} (replaced an entry that was not used: its key differs in origin)"
+    )
+    assert moved["file"].startswith(str(tree))
+
+
+def _drop_permission_override():
+    """Root writes into any folder; a child of root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (dropped
+    from its bounding set, so the exec'd interpreter never gets them) obeys the folder's mode."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _obeying_folder_modes(folder: Path) -> dict:
+    """Keyword arguments for run_python under which ``folder`` (mode 0o555) is read-only, or a skip."""
+    popen = {"preexec_fn": _drop_permission_override} if os.geteuid() == 0 else {}
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import sys; open(sys.argv[1] + '/probe', 'w')", str(folder)],
+                               capture_output=True, **popen)
+    except (OSError, subprocess.SubprocessError) as e:
+        pytest.skip(f"cannot start a process that obeys folder permissions here: {e}")
+    if probe.returncode == 0:
+        pytest.skip("this process can write into a mode 0o555 folder (root without a droppable capability)")
+    return popen
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
+def test_read_only_cache_folder_is_read_and_never_written(tmp_path):
+    empty, filled = tmp_path / "empty", tmp_path / "filled"
+    empty.mkdir()
+    warm(filled)
+    (entry,) = entries(filled)
+    read_only = stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
+    for folder in (empty, filled):
+        os.chmod(folder, read_only)
+    try:
+        popen = _obeying_folder_modes(empty)
+        cold = run(empty, **popen)
+        assert cold["status"]["bytecode_cache"].startswith("not written (PermissionError: ")
+        assert entries(empty) == []
+        assert run(filled, **popen)["status"]["bytecode_cache"] == f"hit: {entry}"
+    finally:
+        for folder in (empty, filled):
+            os.chmod(folder, 0o700)
+
+
+def test_cache_folder_that_cannot_be_created_is_ignored(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = run(blocker / "cache")
+    assert out["status"]["bytecode_cache"].startswith("not written (NotADirectoryError: ")
+
+
+def test_nothing_is_written_under_pythondontwritebytecode(tmp_path):
+    out = run(tmp_path, {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert out["status"]["bytecode_cache"] == "not written (sys.dont_write_bytecode: PYTHONDONTWRITEBYTECODE or -B)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_folder_follows_xdg_cache_home(tmp_path):
+    proc = run_python(IMPORT, env={"XDG_CACHE_HOME": str(tmp_path)}, unset=(CACHE_ENV, "PYTHONDONTWRITEBYTECODE"))
+    out = last_json(proc)
+    (entry,) = entries(tmp_path / "thunder-overlay")
+    assert out["status"]["bytecode_cache"] == f"written: {entry}"
