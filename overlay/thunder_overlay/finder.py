@@ -20,8 +20,12 @@ import linecache
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from thunder_overlay import _startup, bytecode_cache
+
+if TYPE_CHECKING:
+    from thunder_overlay import manifest
 
 # manifest (and patchset) are imported only when the series must be read: not for a warm cache entry.
 from thunder_overlay._startup import OverlayWarning  # noqa: F401  (public name, re-exported)
