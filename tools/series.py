@@ -11,6 +11,9 @@ commit's changes to ``thunder/core/jit_ext.py`` must cherry-pick cleanly; the te
 module are appended to that release's module (test modules grow at the end, so their tails differ between
 releases). A release whose test_jit_general.py has no ``thunder_jit`` helper gets ``thunder.jit`` instead.
 Anything else that does not apply stops the tool with the base, commit and file.
+
+A base listed in ``HAND_PORTED`` carries a change the 0.2.6 commits do not have, so ``port`` leaves its
+branch alone: make it with ``git am patches/<base>/*.patch`` on the tag and amend it by hand.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from thunder_overlay import manifest  # noqa: E402
 
 BRANCH = "thunder-overlay/{}"
 SOURCE_BASE = "0.2.6"
+HAND_PORTED = {
+    "0.2.1": "its 0002 also counts counted-out t<n> names of no_grad output copies as generated (symbol.py of "
+    "0.2.1 and 0.2.2 copies every output under no_grad, and the copy loses the weak-name flag)",
+}
 
 
 def git(checkout: Path, *args: str, check: bool = True) -> str:
@@ -77,6 +84,9 @@ def port(checkout: Path) -> None:
         for base in manifest.load():
             tag = base.directory.name
             if tag == SOURCE_BASE:
+                continue
+            if tag in HAND_PORTED:
+                print(f"{BRANCH.format(tag)}: left alone, ported by hand: {HAND_PORTED[tag]}")
                 continue
             git(checkout, "checkout", "-q", "-B", BRANCH.format(tag), tag)
             for commit in commits:

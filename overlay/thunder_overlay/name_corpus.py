@@ -199,6 +199,16 @@ def user_names_like_generated(x):
     return t_0_1
 
 
+def no_grad_inference(x):
+    # Under no_grad, thunder 0.2.1 and 0.2.2 copy every tensor output, and the copy's generated name is no
+    # longer marked weak: the value that holds t1 here must still give way to the program's t1.
+    with torch.no_grad():
+        t1 = torch.tanh(x)
+        t2 = torch.sigmoid(x)
+        hidden = _seq(t1 * t2)
+    return hidden
+
+
 def with_grad(x, w):
     h = torch.tanh(x @ w)
     loss = (h * h).sum()
@@ -284,6 +294,9 @@ def autograd_function_inputs():
 
 def user_names_like_generated_inputs():
     return (_randn(3, 4),)
+
+
+no_grad_inference_inputs = sequential_inputs
 
 
 def with_grad_inputs():
@@ -377,6 +390,7 @@ PROGRAMS = (
     "star_args",
     "autograd_function",
     "user_names_like_generated",
+    "no_grad_inference",
     "with_grad",
     "torch_autocast_region",
     "autocast_chain",
