@@ -47,6 +47,11 @@ def summary_line(output: str, prefix: str) -> str:
     return next((line.strip("= ") for line in reversed(lines) if prefix in line), lines[-1] if lines else "")
 
 
+def failed_tests(output: str) -> list[str]:
+    """The short test summary's FAILED and ERROR lines: which tests, and the first line of why."""
+    return [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+
+
 def check_release(release: str, with_tests: bool, jobs: int = 0) -> dict:
     start = time.perf_counter()
     target = install(release)
@@ -58,8 +63,10 @@ def check_release(release: str, with_tests: bool, jobs: int = 0) -> dict:
     row["reproducers"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, "programs pass")
     if with_tests:
         xdist = ["-n", str(jobs)] if jobs else []
-        code, out = run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *xdist], target)
+        code, out = run([sys.executable, "-m", "pytest", "tests", "-q", "-rfE", "-p", "no:cacheprovider", *xdist], target)
         row["tests"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, " in ")
+        if code != 0:
+            row["failed"] = failed_tests(out)
     row["seconds"] = round(time.perf_counter() - start)
     row["ok"] = row["applied"] == "patched" and all(row[k].startswith("ok") for k in ("reproducers", "tests") if k in row)
     return row
@@ -80,6 +87,8 @@ def main(argv=None) -> int:
         with_tests = not args.no_tests and (args.test_releases is None or release in args.test_releases)
         rows.append(check_release(release, with_tests, args.jobs))
         print(f"    {rows[-1]}", flush=True)
+        for line in rows[-1].get("failed", []):
+            print(f"      {line}", flush=True)
 
     columns = ["release", "applied", "reproducers", "tests", "seconds"]
     print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
