@@ -99,6 +99,25 @@ def test_comparison_reports_a_value_the_overlay_leaves_generated(corpus):
     assert result.lost == [("y", "t99")] and result.violations == 1
 
 
+def test_no_grad_program_keeps_its_generated_looking_names(corpus):
+    # 0.2.1 and 0.2.2 copy every output under no_grad and the copies lose the weak-name flag
+    stock, overlay, comparisons = corpus
+    assert "t1" in computed_names(by_name(stock, "no_grad_inference"))
+    assert {"t1", "t2"} <= computed_names(by_name(overlay, "no_grad_inference"))
+    assert comparisons["no_grad_inference"].lost == []
+
+
+def test_a_counted_out_name_is_not_taken_for_a_thunder_local():
+    def record(out_name):
+        symbols = [[0, "ltorch.linear", [out_name], ["x", "w"]], [0, "ltorch.tanh", ["y"], [out_name]]]
+        return {"ok": True, "traces": [{"args": ["x", "w"], "symbols": symbols, "bindings": {"y": ["y"]}}]}
+
+    # stock's t10 where the overlay has t9: thunder's code having a local named t10 is a coincidence
+    assert names.compare("p", record("t10"), record("t9"), {"t10", "result"}).internal == []
+    # stock's `result` where the overlay has t9: a leaked local of thunder's code, removed
+    assert names.compare("p", record("result"), record("t9"), {"t10", "result"}).internal == [("result", "t9")]
+
+
 def test_names_command_on_a_users_file(tmp_path):
     program = tmp_path / "my_model.py"
     program.write_text(

@@ -115,6 +115,11 @@ def _describe(trace) -> dict:
     return {"args": [getattr(p, "name", None) for p in trace.args], "symbols": symbols}
 
 
+# A name a trace counts out (t5, i0): stock holding one that some thunder function also uses as a local (a t2
+# in thunder's code) is a coincidence, not a leaked local
+_COUNTED_OUT = re.compile(r"[a-z]+[0-9]+")
+
+
 def _thunder_local_names() -> set[str]:
     """Every local variable name of thunder's own code (for telling its leaked locals from generated names)."""
     import types
@@ -275,7 +280,7 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
                 result.lost.append((s_name, o_name))
             elif overlay_user:
                 result.gained.append((s_name, o_name))
-            elif s_name != o_name and s_name in thunder_locals:
+            elif s_name != o_name and s_name in thunder_locals and not _COUNTED_OUT.fullmatch(s_name):
                 result.internal.append((s_name, o_name))
     return result
 
