@@ -7,6 +7,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,97 @@ def test_default_folder_follows_xdg_cache_home(tmp_path):
     out = last_json(proc)
     (entry,) = entries(tmp_path / "thunder-overlay")
     assert out["status"]["bytecode_cache"] == f"written: {entry}"
+
+
+def _unknown_uid() -> int:
+    import pwd
+
+    for uid in range(54321, 60000):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    pytest.skip("no free uid without a passwd entry")
+
+
+def _as_unknown_uid_without_home(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` with this environment's interpreter as a uid that has no passwd entry and no HOME, as in
+    a container started with an arbitrary uid. Needs root, and a mount namespace in which a folder the
+    interpreter lives under but other users cannot enter (/root/.pyenv, say) is made reachable for that uid
+    alone (a tmpfs over the folder, the interpreter's own subfolder bound back); the machine is unchanged."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+        pytest.skip("needs root, unshare and setpriv to run a child as a uid without a passwd entry")
+    interpreter = Path(os.path.realpath(sys.executable))
+    closed = next((p for p in reversed(interpreter.parents) if not os.stat(p).st_mode & stat.S_IXOTH), None)
+    script, keep = "set -e\n", None
+    if closed is not None:
+        child = closed / interpreter.relative_to(closed).parts[0]
+        keep = tempfile.mkdtemp(prefix="thunder-overlay-keep-")
+        script += (f"mount --bind '{child}' '{keep}'\nmount -t tmpfs -o mode=755 none '{closed}'\n"
+                   f"mkdir '{child}'\nmount --bind '{keep}' '{child}'\n")
+    uid = _unknown_uid()
+    env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "XDG_CACHE_HOME", "HOME", "PYTHONDONTWRITEBYTECODE")}
+    script += f'cd / && exec setpriv --reuid {uid} --regid {uid} --clear-groups "$0" -c "$1"\n'
+    try:
+        proc = subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, code], env=env,
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        if keep:
+            os.rmdir(keep)  # empty again: the bind mount ended with the namespace
+    if proc.returncode != 0 and "mount" in proc.stderr and "Traceback" not in proc.stderr:
+        pytest.skip(f"cannot make a mount namespace here: {proc.stderr.strip()[-300:]}")
+    return proc
+
+
+def test_without_a_home_directory_the_cache_is_off():
+    proc = _as_unknown_uid_without_home(
+        "import json, os, pathlib\n"
+        "try:\n    pathlib.Path.home(); print('has a home')\nexcept RuntimeError: pass\n" + IMPORT
+    )
+    out = last_json(proc)
+    assert "has a home" not in proc.stdout, "the child must have no home directory"
+    assert out["status"]["state"] == "patched", out["status"]
+    assert out["status"]["bytecode_cache"] == "off (no cache folder: set THUNDER_OVERLAY_CACHE_DIR, XDG_CACHE_HOME or HOME)"
+    assert "thunder-overlay" not in proc.stderr
+
+
+def test_a_temporary_file_left_by_a_killed_writer_blocks_no_later_writer(tmp_path):
+    _, entry = warm(tmp_path)
+    entry.unlink()
+    # What a writer killed mid-write left behind, under the pid this process has now (containers reuse pids).
+    leave_stale = f"import os; open(os.path.join({str(tmp_path)!r}, {entry.name!r} + f'.{{os.getpid()}}.tmp'), 'w')"
+    proc = run_python(leave_stale, IMPORT, env={CACHE_ENV: str(tmp_path)}, unset=("PYTHONDONTWRITEBYTECODE",))
+    out = last_json(proc)
+    assert out["status"]["bytecode_cache"] == f"written: {entry}"
+    assert run(tmp_path)["status"]["bytecode_cache"] == f"hit: {entry}"
+    left = [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+    assert len(left) == 1 and left[0].startswith(f"{entry.name}."), "the writers leave no temporary file of their own"
+
+
+def test_every_module_that_shapes_the_patched_code_is_in_the_cache_key(tmp_path):
+    from thunder_overlay import bytecode_cache
+
+    proc = run_python(
+        "import json, sys, thunder",
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('thunder_overlay.'))))",
+        env={CACHE_ENV: str(tmp_path)}, unset=("PYTHONDONTWRITEBYTECODE",),
+    )
+    loaded = {m.removeprefix("thunder_overlay.") + ".py" for m in last_json(proc)}
+    assert "patchset.py" in loaded, "a cold import applies the series"
+    assert loaded <= set(bytecode_cache.ENGINE_FILES), sorted(loaded - set(bytecode_cache.ENGINE_FILES))
+
+
+@pytest.mark.parametrize("module", ["manifest.py", "_startup.py", "config.py"])
+def test_an_edited_engine_module_invalidates_the_entry(tmp_path, module):
+    overlay = tmp_path / "overlay"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "overlay" / "thunder_overlay", overlay / "thunder_overlay",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    env = {"PYTHONPATH": str(overlay)}
+    run(cache, env)
+    (entry,) = entries(cache)
+    assert run(cache, env)["status"]["bytecode_cache"] == f"hit: {entry}"
+    edited = overlay / "thunder_overlay" / module
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    again = run(cache, env)["status"]["bytecode_cache"]
+    assert again == f"written: {entry} (replaced an entry that was not used: its key differs in engine)", again

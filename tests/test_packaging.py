@@ -27,7 +27,7 @@ def test_wheel_contains_every_patch_the_manifest_and_the_hooks(wheel):
     expected = {f"thunder_overlay/patches/{p.relative_to(PATCHES)}" for p in PATCHES.rglob("*") if p.is_file()}
     assert "thunder_overlay/patches/manifest.toml" in expected
     assert expected <= names, sorted(expected - names)
-    assert {"thunder_overlay.pth", "thunder_overlay.start", "thunder_overlay/finder.py"} <= names
+    assert {"thunder_overlay.pth", "thunder_overlay.start", "thunder_overlay/engine.py", "thunder_overlay/config.py"} <= names
     hook = zipfile.ZipFile(wheel).read("thunder_overlay.pth").decode()
     assert hook.startswith("import os;") and "THUNDER_OVERLAY" in hook
     (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]

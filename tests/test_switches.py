@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import REPO, last_json, run_python
-from thunder_overlay._startup import MODES
+from thunder_overlay.config import MODES
 
 DRY_STATUS = "import json, thunder_overlay; print(json.dumps(thunder_overlay.status(import_thunder=False)))"
 # Process the start-up hook's .pth a second time, as a site directory listed twice would.

@@ -8,7 +8,7 @@ then returns before importing anything), and ``-X importtime`` of the hook's own
 jit_ext: in each of ``--runs`` fresh processes (thunder imported stock first, so every module jit_ext
 needs is loaded, as at the real import), the time stock's import system takes to get jit_ext's code
 (``SourceFileLoader.get_code``: stat, read and unmarshal the ``.pyc``) against the overlay's work for the
-same module: importing its finder modules afresh (the start-up hook is already imported), identifying
+same module: importing its engine modules afresh (the start-up hook is already imported), identifying
 the base (sha256), getting the patched code and registering the patched lines with linecache:
   cold: an empty bytecode cache (read the manifest and series, apply, compile, write the entry), once;
   warm: the entry written by the cold step (verify the sha256 and the key, unmarshal), ``--repeats``
@@ -61,7 +61,8 @@ def stock():
     return since(start)
 
 def overlay():
-    for module in [m for m in sys.modules if m.startswith("thunder_overlay.") and m != "thunder_overlay._startup"]:
+    at_start_up = ("thunder_overlay._startup", "thunder_overlay.config")
+    for module in [m for m in sys.modules if m.startswith("thunder_overlay.") and m not in at_start_up]:
         del sys.modules[module]  # import them afresh each time, as the first patched import does
         if hasattr(thunder_overlay, module.rsplit(".", 1)[1]):
             delattr(thunder_overlay, module.rsplit(".", 1)[1])
@@ -69,10 +70,10 @@ def overlay():
         del linecache.cache[filename]  # frees the previous step's code here, not inside the next timing
     gc.collect()
     start = clocks()
-    from thunder_overlay import finder
-    plan = finder.plan(Path(origin), origin)
-    loader = finder.PatchedSourceLoader(name, origin, plan.patched_text, plan.code)  # what exec_module does
-    linecache.lazycache(finder.patched_filename(origin), {"__name__": name, "__loader__": loader})
+    from thunder_overlay import engine
+    plan = engine.plan(Path(origin), origin)
+    loader = engine.PatchedSourceLoader(name, origin, plan.patched_text, plan.code)  # what exec_module does
+    linecache.lazycache(engine.patched_filename(origin), {"__name__": name, "__loader__": loader})
     elapsed = since(start)
     assert plan.state == "patched", plan.report()
     return elapsed, plan.bytecode_cache

@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "overlay"))
-from thunder_overlay import manifest  # noqa: E402
+from thunder_overlay import config, manifest  # noqa: E402
 from thunder_overlay.patchset import Patch, apply_series, read_series  # noqa: E402
 
 TEST_TIMEOUT_S = 1800
@@ -158,14 +158,14 @@ def git(checkout: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 
 
 def pinned_ruff(worktree: Path) -> str | None:
-    config = worktree / ".pre-commit-config.yaml"
-    match = re.search(r"ruff-pre-commit\s*\n\s*rev:\s*v?([\w.]+)", config.read_text()) if config.is_file() else None
+    pre_commit = worktree / ".pre-commit-config.yaml"
+    match = re.search(r"ruff-pre-commit\s*\n\s*rev:\s*v?([\w.]+)", pre_commit.read_text()) if pre_commit.is_file() else None
     return match.group(1) if match else None
 
 
 def on_git(args) -> int:
     checkout = Path(args.thunder_git).resolve()
-    series_dir = manifest.PATCHES_DIR / args.series
+    series_dir = Path(config.patches_dir()[0]) / args.series
     if not (series_dir / "series").is_file():
         print(f"no series {args.series} (patches/{args.series}/series)", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ nothing costly at top level.
 import os
 import sys
 
-__version__ = "0.2.0"
+from thunder_overlay.config import __version__
 __all__ = ["enable", "status", "check_trace", "check_traces", "TraceCheckError"]
 
 
@@ -21,20 +21,20 @@ def enable() -> dict:
     """
     import warnings
 
-    from thunder_overlay import _startup
+    from thunder_overlay import _startup, config
 
-    if _startup.mode() == "off":
-        value = os.environ[_startup.SWITCH]
+    if config.mode() == "off":
+        value = os.environ[config.SWITCH]
         warnings.warn(f"thunder-overlay: THUNDER_OVERLAY={value} switches the overlay off; enable() does nothing",
                       stacklevel=2)
     elif _startup.installed_finder() is not None:
         warnings.warn("thunder-overlay: already enabled (enable() was called again); nothing to do", stacklevel=2)
-    elif _startup.TARGET in sys.modules:
+    elif config.TARGET in sys.modules:
         message = (
-            f"thunder-overlay: {_startup.TARGET} was imported before the overlay was enabled "
-            f"({sys.modules[_startup.TARGET].__file__}); it stays stock in this process"
+            f"thunder-overlay: {config.TARGET} was imported before the overlay was enabled "
+            f"({sys.modules[config.TARGET].__file__}); it stays stock in this process"
         )
-        if _startup.mode() == "strict":
+        if config.mode() == "strict":
             raise ImportError(message)
         warnings.warn(message, stacklevel=2)
     else:
@@ -50,29 +50,43 @@ def status(*, import_thunder: bool = True) -> dict:
     "not-installed" or "import-failed" (``import_error`` then says why). With ``import_thunder=False``
     nothing is imported and the state says what an import would do ("ready", "ready-unverified", ...).
     """
-    from thunder_overlay import _startup, finder
+    from thunder_overlay import _startup, config
 
-    if _startup.mode() == "off":
-        return finder.Plan(state="disabled", reason=f"{_startup.SWITCH}={os.environ[_startup.SWITCH]}").report()
-    if finder.outcome is None and _startup.TARGET in sys.modules:
-        return finder.Plan(
+    if _startup.engine_failure is not None:
+        return _engine_failed_report(_startup.engine_failure)
+    try:
+        from thunder_overlay import engine
+    except Exception as e:
+        return _engine_failed_report(f"the overlay's engine failed: {type(e).__name__}: {e}")
+    if config.mode() == "off":
+        return engine.Plan(state="disabled", reason=f"{config.SWITCH}={os.environ[config.SWITCH]}").report()
+    if engine.outcome is None and config.TARGET in sys.modules:
+        return engine.Plan(
             state="stock-imported",
-            thunder_path=sys.modules[_startup.TARGET].__file__,
-            reason=f"{_startup.TARGET} was imported before the overlay's finder was installed",
+            thunder_path=sys.modules[config.TARGET].__file__,
+            reason=f"{config.TARGET} was imported before the overlay's finder was installed",
         ).report()
-    if finder.outcome is None and _startup.installed_finder() is None:
-        return finder.Plan(state="not-enabled", reason="the overlay's finder is not installed (start-up hook not run?)").report()
-    if finder.outcome is None and import_thunder:
+    if engine.outcome is None and _startup.installed_finder() is None:
+        return engine.Plan(state="not-enabled", reason="the overlay's finder is not installed (start-up hook not run?)").report()
+    if engine.outcome is None and import_thunder:
         return _import_and_report()
-    return finder.outcome.report() if finder.outcome is not None else finder.dry_run().report()
+    return engine.outcome.report() if engine.outcome is not None else engine.dry_run().report()
+
+
+def _engine_failed_report(reason: str) -> dict:
+    """A report for an engine that could not run: every field empty but the state and the reason."""
+    from thunder_overlay import config
+
+    empty = {name: list(v) if isinstance(v, tuple) else v for name, v in config.REPORT_FIELDS.items()}
+    return {**empty, "state": "refused", "reason": reason}
 
 
 def _import_and_report() -> dict:
-    from thunder_overlay import _startup, thunder_import
+    from thunder_overlay import config, thunder_import
 
     error = thunder_import.try_import("thunder")
-    if error is None and _startup.TARGET not in sys.modules:
-        error = thunder_import.try_import(_startup.TARGET)
+    if error is None and config.TARGET not in sys.modules:
+        error = thunder_import.try_import(config.TARGET)
     report = status(import_thunder=False)
     if error is not None and report["state"] != "not-installed":
         report["import_error"] = thunder_import.explain(error)

@@ -1,58 +1,16 @@
 """What the start-up hook (thunder_overlay.pth / thunder_overlay.start) calls at interpreter start.
 
-Only ``os`` and ``sys`` are imported here: this runs in every Python process of the environment, so
-everything costly waits until ``thunder.core.jit_ext`` is actually imported.
+Only ``os``, ``sys`` and the leaf ``config`` are imported here: this runs in every Python process of the
+environment, so everything costly waits until ``thunder.core.jit_ext`` is actually imported.
 """
 
 import os
 import sys
 
-TARGET = "thunder.core.jit_ext"
-SWITCH = "THUNDER_OVERLAY"
-# Where the series live: inside the package (a link in a checkout, a folder in the wheel). Named here
-# because this module is loaded at start-up: a patched import from the bytecode cache needs no other.
-PATCHES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")
-MANIFEST = "manifest.toml"
+from thunder_overlay import config
 
-# Every accepted THUNDER_OVERLAY value (case-insensitive) and the mode it selects; the README lists them.
-MODES = {
-    "": "on", "1": "on", "on": "on", "true": "on", "yes": "on",
-    "0": "off", "off": "off", "false": "off", "no": "off",
-    "strict": "strict",
-}
-
-_printed: set = set()
-
-
-class OverlayWarning(UserWarning):
-    """Every warning the overlay gives (a refusal, an unknown switch value, ...)."""
-
-
-def _switch_value() -> str:
-    return os.environ.get(SWITCH, "1").strip().lower()
-
-
-def mode() -> str:
-    """"off", "strict" or "on" from THUNDER_OVERLAY; an unknown value means "on" (activate() warns)."""
-    return MODES.get(_switch_value(), "on")
-
-
-def accepted_values() -> str:
-    return ", ".join(repr(v) for v in MODES if v)
-
-
-def warn(message: str, stacklevel: int = 2) -> None:
-    """Warn without ever raising: under warnings-as-errors (``-W error``, pytest's ``filterwarnings =
-    error``) the warning would become an exception out of ``import thunder``, which stock thunder does
-    not raise; the message is then printed to stderr, once per process."""
-    import warnings
-
-    try:
-        warnings.warn(message, OverlayWarning, stacklevel=stacklevel + 1)
-    except Exception:
-        if message not in _printed:
-            _printed.add(message)
-            print(f"{message} [printed, not raised: warnings are errors in this process]", file=sys.stderr)
+# Why the engine itself failed in this process (it could not be imported, or raised), if it did.
+engine_failure: str | None = None
 
 
 class JitExtFinder:
@@ -63,11 +21,30 @@ class JitExtFinder:
     """
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != TARGET:
+        if fullname != config.TARGET:
             return None
-        from thunder_overlay.finder import find_patched_spec
+        global engine_failure
+        # The boundary between `import thunder` and the overlay: whatever goes wrong beyond it (a refusal,
+        # or a fault of the engine itself) lets stock thunder load with one warning, unless strict.
+        try:
+            from thunder_overlay import engine
 
-        return find_patched_spec(self, fullname, path)
+            spec = engine.find_patched_spec(self, fullname, path)
+            reason = engine.outcome.reason if spec is None and engine.outcome is not None else None
+        except Exception as e:
+            spec, reason = None, f"the overlay's engine failed: {type(e).__name__}: {e}"
+            engine_failure = reason
+        if reason is None:
+            return spec  # patched, or no thunder at all (the import then fails as it would without us)
+        if config.mode() == "strict":
+            raise ImportError(
+                f"thunder-overlay: importing {fullname} fails because THUNDER_OVERLAY=strict and the overlay "
+                f"cannot patch it: {reason}. Unset THUNDER_OVERLAY to run stock thunder with a warning instead.",
+                name=fullname,
+            )
+        # stacklevel 2: the module importing jit_ext (the warnings module skips importlib's own frames)
+        config.warn(f"thunder-overlay: not patching {fullname}, stock thunder runs. {reason}", stacklevel=2)
+        return None
 
 
 def installed_finder():
@@ -80,11 +57,11 @@ def installed_finder():
 def activate() -> None:
     """Install the finder unless switched off. Idempotent: a .pth may run twice when its directory is on
     sys.path twice, and the warning about an unknown THUNDER_OVERLAY value comes once."""
-    if mode() == "off" or installed_finder() is not None:
+    if config.mode() == "off" or installed_finder() is not None:
         return
-    if _switch_value() not in MODES:
-        warn(
-            f"thunder-overlay: unknown {SWITCH}={os.environ[SWITCH]!r}; accepted values: {accepted_values()} "
-            "(unset means on). The overlay stays on."
+    if config.switch_value() not in config.MODES:
+        config.warn(
+            f"thunder-overlay: unknown {config.SWITCH}={os.environ[config.SWITCH]!r}; accepted values: "
+            f"{config.accepted_values()} (unset means on). The overlay stays on."
         )
     sys.meta_path.insert(0, JitExtFinder())

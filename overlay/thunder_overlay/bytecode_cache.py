@@ -9,9 +9,11 @@ manifest and of every file in the series directory; THUNDER_OVERLAY_BASE; the ov
 size and modification time of its patching and compiling modules.
 
 One entry per origin path and interpreter (a new key overwrites the old entry). Entries are written
-atomically (temporary file, then ``os.replace``), never under ``sys.dont_write_bytecode``
-(``PYTHONDONTWRITEBYTECODE``, ``-B``), and a missing, unreadable, read-only, corrupt or foreign entry
-or folder is ignored: the overlay then patches as if there were no cache.
+atomically (a ``mkstemp`` file in the cache folder, then ``os.replace``), never under
+``sys.dont_write_bytecode`` (``PYTHONDONTWRITEBYTECODE``, ``-B``), and a missing, unreadable, read-only,
+corrupt or foreign entry or folder is ignored: the overlay then patches as if there were no cache.
+Without a cache folder (no THUNDER_OVERLAY_CACHE_DIR, XDG_CACHE_HOME or home directory: a container
+running an arbitrary uid) the cache is off.
 """
 
 from __future__ import annotations
@@ -21,26 +23,41 @@ import json
 import marshal
 import os
 import sys
+import tempfile
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
+
+from thunder_overlay import config
 
 DIR_ENV = "THUNDER_OVERLAY_CACHE_DIR"
 FORMAT = b"thunder-overlay bytecode cache 1\n"
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """The cache folder; None when there is none to use (no home directory and no variable names one)."""
     override = os.environ.get(DIR_ENV)
     if override:
         return Path(override)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "thunder-overlay"
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "thunder-overlay"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError, OSError):  # HOME unset and no passwd entry for this uid
+        return None
+    return home / ".cache" / "thunder-overlay"
 
 
-def entry_path(origin: str) -> Path:
+NO_CACHE_DIR = f"off (no cache folder: set {DIR_ENV}, XDG_CACHE_HOME or HOME)"
+
+
+def entry_path(origin: str) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
     tag = sys.implementation.cache_tag or "python"
     name = hashlib.sha256(f"{origin}\0{tag}\0{sys.flags.optimize}".encode()).hexdigest()[:24]
-    return cache_dir() / f"jit_ext-{tag}-{name}.bin"
+    return folder / f"jit_ext-{tag}-{name}.bin"
 
 
 def _read_bytes(path: str) -> bytes:
@@ -59,10 +76,12 @@ def _digest_dir(directory: Path) -> str:
     return digest.hexdigest()
 
 
-# The overlay's own files that decide what the cached code is (how patches apply, how the code is compiled):
-# an edited engine in a development install must not reuse code made by the old one. Their size and
-# modification time identify them, as they identify a source file for its .pyc.
-ENGINE_FILES = ("patchset.py", "finder.py", "bytecode_cache.py")
+# The overlay's own modules that decide what the cached code and facts are (which file is which base, how
+# patches apply, how the code is compiled, which switches count): an edited engine in a development install
+# must not reuse code made by the old one. Their size and modification time identify them, as they identify
+# a source file for its .pyc. tests/test_bytecode_cache.py checks that every module loaded while patching
+# is listed.
+ENGINE_FILES = ("config.py", "_startup.py", "engine.py", "manifest.py", "patchset.py", "bytecode_cache.py")
 
 
 def _engine_stamp() -> list:
@@ -79,8 +98,6 @@ def _engine_stamp() -> list:
 
 def make_key(origin: str, base_sha256: str, patches_dir: Path, series_dir: Path, base_switch: str | None) -> dict:
     """Raises OSError when the manifest or the series directory cannot be read."""
-    from thunder_overlay import __version__, _startup
-
     return {
         "python": sys.implementation.cache_tag,
         "magic": MAGIC_NUMBER.hex(),
@@ -88,11 +105,11 @@ def make_key(origin: str, base_sha256: str, patches_dir: Path, series_dir: Path,
         "origin": origin,
         "base_sha256": base_sha256,
         "patches_dir": str(patches_dir),
-        "manifest_sha256": hashlib.sha256(_read_bytes(os.path.join(patches_dir, _startup.MANIFEST))).hexdigest(),
+        "manifest_sha256": hashlib.sha256(_read_bytes(os.path.join(patches_dir, config.MANIFEST))).hexdigest(),
         "series_dir": str(series_dir),
         "series_sha256": _digest_dir(series_dir),
         "base_switch": base_switch,
-        "overlay": __version__,
+        "overlay": config.__version__,
         "engine": _engine_stamp(),
     }
 
@@ -140,23 +157,22 @@ def write(origin: str, entry: Entry) -> str:
     """Write ``entry`` for ``origin`` atomically; returns what happened, for status. Never raises."""
     if sys.dont_write_bytecode:
         return "not written (sys.dont_write_bytecode: PYTHONDONTWRITEBYTECODE or -B)"
-    try:
-        path = entry_path(origin)
-    except (OSError, RuntimeError) as e:  # no home directory to put ~/.cache in
-        return f"not written ({type(e).__name__}: {e})"
+    path = entry_path(origin)
+    if path is None:
+        return NO_CACHE_DIR
     header = json.dumps({"key": entry.key, "facts": entry.facts}, sort_keys=True).encode()
     chunks = [header, entry.text.encode("utf-8"), marshal.dumps(entry.code)]
     data = FORMAT + b"".join(len(c).to_bytes(8, "little") + c for c in chunks)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # a unique name: a file left by a killed writer never blocks a later one (containers reuse pids)
+        fd, temporary = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with open(fd, "wb") as f:
                 f.write(data)
             os.replace(temporary, path)
         except BaseException:
-            temporary.unlink(missing_ok=True)
+            os.unlink(temporary)
             raise
     except OSError as e:
         return f"not written ({type(e).__name__}: {e})"

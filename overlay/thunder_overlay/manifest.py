@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from thunder_overlay._startup import MANIFEST, PATCHES_DIR as _PATCHES_DIR
+from thunder_overlay import config
 
-PATCHES_DIR = Path(_PATCHES_DIR)
 TARGET_PATH = "thunder/core/jit_ext.py"
 
 
@@ -34,13 +33,15 @@ class Base:
         return self.directory.name
 
 
-def load(patches_dir: Path = PATCHES_DIR) -> list[Base]:
+def load(patches_dir: Path | None = None) -> list[Base]:
+    """The bases of ``patches_dir``, by default the one the overlay uses (``config.patches_dir()``)."""
+    patches_dir = Path(patches_dir or config.patches_dir()[0])
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
 
-    with open(patches_dir / MANIFEST, "rb") as f:
+    with open(patches_dir / config.MANIFEST, "rb") as f:
         data = tomllib.load(f)
     return [
         Base(tuple(entry["releases"]), entry["sha256"].lower(), patches_dir / entry["dir"])

@@ -70,7 +70,7 @@ def test_start_up_hook_imports_neither_thunder_nor_torch_and_runs_once():
         for p in list(sys.path):
             if p.endswith("site-packages"):
                 site.addsitedir(p)  # processes the .pth a second time
-        print(json.dumps({"heavy": sorted(m for m in ("torch", "thunder", "thunder_overlay.finder") if m in sys.modules),
+        print(json.dumps({"heavy": sorted(m for m in ("torch", "thunder", "thunder_overlay.engine") if m in sys.modules),
                           "finders": [type(f).__name__ for f in sys.meta_path].count("JitExtFinder")}))
         """
     )

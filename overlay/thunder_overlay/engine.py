@@ -1,13 +1,13 @@
-"""Patch thunder.core.jit_ext as it is imported.
+"""The patch engine: plans, loads and reports the patched thunder.core.jit_ext.
 
 The start-up finder hands the import of ``thunder.core.jit_ext`` to :func:`find_patched_spec`. It finds
 the upstream file the way the import system would and identifies its base by the file's sha256 (the
 manifest maps sha256 -> series; release metadata only names the base in messages). A known base gets its
 series, from the bytecode cache when a valid entry exists, otherwise applied in memory and compiled.
 An unknown file is patched only when THUNDER_OVERLAY_BASE names a series and every hunk applies with
-exact context. The file on disk is never written. Every refusal leaves the import to the regular
-finders, so stock thunder loads with one warning that can never become an exception, or, under
-THUNDER_OVERLAY=strict, the import fails with an ImportError that says why.
+exact context. The file on disk is never written. A refusal returns no spec, with the reason in
+``outcome``: the start-up finder then lets stock thunder load with one warning, or, under
+THUNDER_OVERLAY=strict, fails the import with an ImportError that says why.
 """
 
 from __future__ import annotations
@@ -22,52 +22,27 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from thunder_overlay import _startup, bytecode_cache
-
-if TYPE_CHECKING:
-    from thunder_overlay import manifest
+from thunder_overlay import bytecode_cache, config
+from thunder_overlay.config import BASE_ENV
 
 # manifest (and patchset) are imported only when the series must be read: not for a warm cache entry.
-from thunder_overlay._startup import OverlayWarning  # noqa: F401  (public name, re-exported)
-
-PATCHES_ENV = "THUNDER_OVERLAY_PATCHES"
-BASE_ENV = "THUNDER_OVERLAY_BASE"
+if TYPE_CHECKING:
+    from thunder_overlay import manifest
 
 
 class OverlayRefusal(Exception):
     """Why the overlay leaves thunder stock: unknown file, edited file, broken patch ..."""
 
 
-# Every field of a status report, in order, with its empty value (the README describes each). Plain
-# classes, not dataclasses: creating a dataclass costs about a millisecond, paid on every patched import.
-REPORT_FIELDS = {
-    "state": None,
-    "reason": None,
-    "thunder_version": None,  # what the distribution metadata says, if there is any
-    "install": None,
-    "thunder_path": None,
-    "base_sha256": None,
-    "known": False,
-    "base": None,  # the series applied (or that would be)
-    "base_releases": (),
-    "base_switch": None,
-    "patches_dir": None,
-    "patches_override": False,
-    "series_dir": None,
-    "patches": (),
-    "bytecode_cache": None,
-    "import_error": None,
-}
-
-
 class Plan:
-    """What the overlay does (or did) to the installed thunder; ``status()`` reports it."""
+    """What the overlay does (or did) to the installed thunder; ``status()`` reports it. (A plain class, not
+    a dataclass: creating a dataclass costs about a millisecond, paid on every patched import.)"""
 
     def __init__(self, state: str, jit_ext_file: Path | None = None, **fields):
-        unknown = set(fields) - set(REPORT_FIELDS)
+        unknown = set(fields) - set(config.REPORT_FIELDS)
         if unknown:
             raise TypeError(f"unknown Plan fields: {sorted(unknown)}")
-        for name, empty in REPORT_FIELDS.items():
+        for name, empty in config.REPORT_FIELDS.items():
             value = fields.get(name, empty)
             setattr(self, name, list(value) if isinstance(value, tuple) else value)
         self.state = state
@@ -86,7 +61,7 @@ class Plan:
 
     def report(self) -> dict:
         self.describe_install()
-        return {name: list(v) if isinstance(v := getattr(self, name), list) else v for name in REPORT_FIELDS}
+        return {name: list(v) if isinstance(v := getattr(self, name), list) else v for name in config.REPORT_FIELDS}
 
 
 # What a cache entry records besides the text and code: the fields of a Plan that the key determines.
@@ -94,11 +69,6 @@ CACHED_FACTS = ("state", "known", "base", "base_releases", "base_switch", "patch
 
 # The outcome of the one real import of thunder.core.jit_ext in this process.
 outcome: Plan | None = None
-
-
-def patches_dir() -> tuple[Path, bool]:
-    override = os.environ.get(PATCHES_ENV)
-    return (Path(override), True) if override else (Path(_startup.PATCHES_DIR), False)
 
 
 def _upstream_spec(finder, fullname: str, path) -> importlib.machinery.ModuleSpec | None:
@@ -119,6 +89,8 @@ def _from_cache(result: Plan, origin: str, directory: Path, switch: str | None) 
     """Fill ``result`` from the cache entry for ``origin`` when its stored key equals the key computed now
     from the files it names; otherwise return why not (None: there is no entry)."""
     path = bytecode_cache.entry_path(origin)
+    if path is None:
+        return None
     try:
         entry = bytecode_cache.read(path)
         series_dir = Path(entry.key["series_dir"])
@@ -202,7 +174,8 @@ def plan(jit_ext_file: Path, origin: str | None = None) -> Plan:
     """Identify ``jit_ext_file`` by its sha256 and patch and compile its text in memory, or say why not;
     never raises. ``origin`` is the module's origin path (the file's path when not given)."""
     origin = origin or str(jit_ext_file)
-    directory, override = patches_dir()
+    directory, override = config.patches_dir()
+    directory = Path(directory)
     switch = os.environ.get(BASE_ENV, "").strip() or None
     result = Plan(
         state="refused", thunder_path=str(jit_ext_file.parents[1]), patches_dir=str(directory),
@@ -225,18 +198,9 @@ def plan(jit_ext_file: Path, origin: str | None = None) -> Plan:
     return result
 
 
-def refusal_message(p: Plan) -> str:
-    return f"thunder-overlay: not patching thunder.core.jit_ext, stock thunder runs. {p.reason}"
-
-
-def strict_message(p: Plan) -> str:
-    return (
-        f"thunder-overlay: importing thunder.core.jit_ext fails because THUNDER_OVERLAY=strict and the overlay "
-        f"cannot patch it: {p.reason}. Unset THUNDER_OVERLAY to run stock thunder with a warning instead."
-    )
-
-
 def find_patched_spec(finder, fullname: str, path) -> importlib.machinery.ModuleSpec | None:
+    """The spec of the patched module; None when there is no thunder or the overlay refuses (``outcome``
+    then says why)."""
     global outcome
     spec = _upstream_spec(finder, fullname, path)
     if spec is None:
@@ -247,10 +211,6 @@ def find_patched_spec(finder, fullname: str, path) -> importlib.machinery.Module
     else:
         outcome = plan(Path(spec.origin), spec.origin)
     if outcome.state not in ("patched", "patched-unverified"):
-        if _startup.mode() == "strict":
-            raise ImportError(strict_message(outcome), name=fullname)
-        # stacklevel 3: the module importing jit_ext (the warnings module skips importlib's own frames)
-        _startup.warn(refusal_message(outcome), stacklevel=3)
         return None
     loader = PatchedSourceLoader(fullname, spec.origin, outcome.patched_text, outcome.code)
     patched = importlib.util.spec_from_loader(fullname, loader, origin=spec.origin)

@@ -1,0 +1,87 @@
+"""The overlay's constants, its switches and its one way to warn.
+
+A leaf: it imports only ``os`` and ``sys``, so the start-up hook, the engine and the cache can all read it
+without importing each other.
+"""
+
+import os
+import sys
+
+__version__ = "0.2.0"
+
+TARGET = "thunder.core.jit_ext"
+SWITCH = "THUNDER_OVERLAY"
+PATCHES_ENV = "THUNDER_OVERLAY_PATCHES"
+BASE_ENV = "THUNDER_OVERLAY_BASE"
+MANIFEST = "manifest.toml"
+
+# The series ship inside the package: a link to the top-level patches/ in a checkout, a folder in the wheel.
+_PACKAGED_PATCHES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")
+
+# Every accepted THUNDER_OVERLAY value (case-insensitive) and the mode it selects; the README lists them.
+MODES = {
+    "": "on", "1": "on", "on": "on", "true": "on", "yes": "on",
+    "0": "off", "off": "off", "false": "off", "no": "off",
+    "strict": "strict",
+}
+
+# Every field of a status report, in order, with its empty value (the README describes each); here, not in
+# the engine, so that a report can be made when the engine itself cannot be imported.
+REPORT_FIELDS = {
+    "state": None,
+    "reason": None,
+    "thunder_version": None,  # what the distribution metadata says, if there is any
+    "install": None,
+    "thunder_path": None,
+    "base_sha256": None,
+    "known": False,
+    "base": None,  # the series applied (or that would be)
+    "base_releases": (),
+    "base_switch": None,
+    "patches_dir": None,
+    "patches_override": False,
+    "series_dir": None,
+    "patches": (),
+    "bytecode_cache": None,
+    "import_error": None,
+}
+
+_printed: set = set()
+
+
+class OverlayWarning(UserWarning):
+    """Every warning the overlay gives (a refusal, an unknown switch value, ...)."""
+
+
+def switch_value() -> str:
+    return os.environ.get(SWITCH, "1").strip().lower()
+
+
+def mode() -> str:
+    """"off", "strict" or "on" from THUNDER_OVERLAY; an unknown value means "on" (activate() warns)."""
+    return MODES.get(switch_value(), "on")
+
+
+def accepted_values() -> str:
+    return ", ".join(repr(v) for v in MODES if v)
+
+
+def patches_dir() -> tuple[str, bool]:
+    """The directory holding manifest.toml and the series, and whether THUNDER_OVERLAY_PATCHES chose it.
+    Everything that reads the series (engine, tools, tests) finds it here."""
+    override = os.environ.get(PATCHES_ENV)
+    return (override, True) if override else (_PACKAGED_PATCHES, False)
+
+
+def warn(message: str, stacklevel: int = 2) -> None:
+    """Warn without ever raising: under warnings-as-errors (``-W error``, pytest's ``filterwarnings =
+    error``) the warning would become an exception out of ``import thunder``, which stock thunder does
+    not raise; the message is then printed to stderr, once per process."""
+    import warnings
+
+    try:
+        warnings.warn(message, OverlayWarning, stacklevel=stacklevel + 1)
+    except Exception:
+        if message not in _printed:
+            _printed.add(message)
+            print(f"{message} [printed, not raised: warnings are errors in this process]", file=sys.stderr)

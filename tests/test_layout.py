@@ -1,0 +1,60 @@
+"""The engine's modules import one way: start-up -> engine -> manifest / cache -> patchset, with the
+constants, switches and warnings in a leaf (config) that imports only os and sys."""
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "overlay" / "thunder_overlay"
+MODULES = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+
+
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """(the package's modules ``path`` imports anywhere, the other top-level modules its module level imports)."""
+    tree = ast.parse(path.read_text())
+    ours, top_level_others = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "thunder_overlay":
+            parts = node.module.split(".")
+            ours |= {parts[1]} if len(parts) > 1 else {a.name if a.name in MODULES else "__init__" for a in node.names}
+        elif isinstance(node, ast.Import):
+            ours |= {a.name.split(".")[1] for a in node.names if a.name.startswith("thunder_overlay.")}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top_level_others |= {a.name for a in node.names if not a.name.startswith("thunder_overlay")}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.module.startswith("thunder_overlay"):
+            top_level_others.add(node.module)
+    return ours - {path.stem}, top_level_others
+
+
+GRAPH = {p.stem: imports(p)[0] for p in PACKAGE.glob("*.py")}
+
+
+def test_no_module_of_the_package_imports_itself_back_through_others():
+    def visit(module, path):
+        for dep in sorted(GRAPH.get(module, ())):
+            assert dep not in path, f"import circle: {' -> '.join([*path, dep])}"
+            visit(dep, [*path, dep])
+
+    for module in GRAPH:
+        visit(module, [module])
+
+
+def test_config_is_a_leaf_and_start_up_imports_only_it():
+    config_ours, config_others = imports(PACKAGE / "config.py")
+    assert config_ours == set() and config_others <= {"os", "sys"}
+    startup_ours, startup_others = imports(PACKAGE / "_startup.py")
+    assert startup_others <= {"os", "sys"} and startup_ours == {"config", "engine"}
+    top_level = {a.names[0].name for a in ast.parse((PACKAGE / "_startup.py").read_text()).body
+                 if isinstance(a, ast.ImportFrom)}
+    assert top_level == {"config"}, "the engine is imported only when thunder imports jit_ext"
+
+
+def test_the_patches_directory_is_found_one_way():
+    # config.patches_dir() alone knows where the series live (the package's folder, or the override)
+    for path in [*PACKAGE.glob("*.py"), *(REPO / "tools").glob("*.py"), *(REPO / "bench").glob("*.py")]:
+        if path.name != "config.py":
+            text = path.read_text()
+            assert "PATCHES_DIR" not in text and "get(PATCHES_ENV" not in text, path
+            assert 'environ.get("THUNDER_OVERLAY_PATCHES"' not in text, path
