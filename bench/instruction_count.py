@@ -1,6 +1,6 @@
 """Machine instructions of the first call of a fresh thunder.jit, stock vs overlay, under valgrind.
 
-    python tools/instruction_count.py [--workload nanogpt] [--workload llama2-like ...]
+    python bench/instruction_count.py [--workload nanogpt] [--workload llama2-like ...]
 
 A timing ratio on a shared 2-core machine cannot resolve 2% (see the README); an instruction count can:
 it does not depend on load, so stock and overlay run at the same time. Each side is one process

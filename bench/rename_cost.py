@@ -1,6 +1,6 @@
 """What the rename machinery costs in the first call of a fresh thunder.jit, stock vs overlay.
 
-    python tools/rename_cost.py [--workload llama2-like] [--pairs 3]
+    python bench/rename_cost.py [--workload llama2-like] [--pairs 3]
 
 Each side runs in its own process (THUNDER_OVERLAY=0, then 1, alternating). It builds a workload of
 ``bench/workloads.py``, calls one jit of it to finish thunder's lazy imports, then profiles the first call

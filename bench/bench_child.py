@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parent
 
 
 def child_env(overlay: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """What the overlay adds to start-up and to ``import thunder``, stock and overlay interleaved.
 
-    python tools/import_cost.py [--runs 15] [--no-whole-import]
+    python bench/import_cost.py [--runs 15] [--no-whole-import]
 
 Start-up: wall time of ``python -c pass`` with the hook active vs THUNDER_OVERLAY=0 (the .pth line
 then returns before importing anything), and ``-X importtime`` of the hook's own import.
