@@ -95,13 +95,17 @@ def _import_and_report() -> dict:
     return report
 
 
-def check_trace(trace) -> None:
+def check_trace(trace, compile_data=None):
+    """Raise TraceCheckError when ``trace`` breaks I1 (metadata) or I2 (unique names); return a CheckReport
+    (symbols re-run, symbols that compute no metadata). ``compile_data``: ``thunder.compile_data(jfn)``."""
     from thunder_overlay.checks import check_trace as check
 
-    check(trace)
+    return check(trace, compile_data)
 
 
-def check_traces(jfn) -> int:
+def check_traces(jfn):
+    """check_trace for every prologue, computation and backward trace of the last call of ``jfn``; returns
+    the CheckReport of them all."""
     from thunder_overlay.checks import check_traces as check
 
     return check(jfn)

@@ -2,12 +2,23 @@
 
 Upstream checks names and shapes. This also checks what a wrong rename breaks: every proxy's dtype,
 shape and device are what its producing symbol computes (the symbol's meta is re-run on the recorded
-arguments), and no two different values share a name in a trace, nested symbols included. Proxy
-objects that share a name must describe one value (same type, dtype, shape, device): thunder's own
-transforms make such copies, for example in the augmented forward trace of 0.2.1.
+arguments, fusion regions symbol by symbol), and no two different values share a name in a trace,
+nested symbols included. Proxy objects that share a name must describe one value (same type, dtype,
+shape, device): thunder's own transforms make such copies, for example in the augmented forward trace
+of 0.2.1.
+
+Symbols are re-run in the context they were traced in: a compile data of their own (a copy of the jitted
+function's, when there is one) whose autocast stack the trace's own ``autocast_enter`` / ``autocast_exit``
+push and pop, and the cache information that factory symbols (``torch.tensor``, ``full``) read for the
+default dtype and device. A symbol that computes no metadata (unpacking, return, deletion, comments) is
+not re-run; the report counts both kinds.
 """
 
 from __future__ import annotations
+
+import copy
+from collections import Counter
+from contextlib import contextmanager
 
 import thunder
 from thunder.core.proxies import Proxy, TensorProxy
@@ -20,6 +31,31 @@ _NOT_RECOMPUTED_PREFIXES = ("unpack", "pack_", "python_return", "return", "pytho
 
 class TraceCheckError(AssertionError):
     pass
+
+
+class CheckReport:
+    """What a check covered: traces, symbols re-run with their metadata compared, symbols with no metadata
+    to compute (by name)."""
+
+    def __init__(self):
+        self.traces = 0
+        self.rerun = 0
+        self.not_recomputed: Counter[str] = Counter()
+
+    def add(self, other: CheckReport) -> None:
+        self.traces += other.traces
+        self.rerun += other.rerun
+        self.not_recomputed.update(other.not_recomputed)
+
+    def __str__(self) -> str:
+        kinds = ", ".join(sorted(self.not_recomputed))
+        return (
+            f"{self.traces} trace(s): {self.rerun} symbols re-run, their outputs' dtype, shape and device as "
+            f"recorded; {sum(self.not_recomputed.values())} compute no metadata ({kinds or 'none'})"
+        )
+
+    def __repr__(self) -> str:
+        return f"<CheckReport {self}>"
 
 
 def _describe(p: Proxy) -> str:
@@ -54,29 +90,70 @@ def check_names(trace) -> None:
             see(p, f"{bsym.sym.name}")
 
 
-def check_metadata(trace) -> None:
-    """I1: re-run each top-level symbol and compare dtype, shape and device of its outputs."""
+def _scratch_compile_data(compile_data):
+    """A compile data to re-run symbols under, with an empty autocast stack of its own: a copy of
+    ``compile_data`` (the jitted function's), or a new one for a trace checked on its own."""
+    from thunder.common import CompileData
+    from thunder.core.utils import AutocastStack
+
+    scratch = copy.copy(compile_data) if compile_data is not None else CompileData(fn=lambda: None, using_jit=True, disable_preprocessing=True)
+    scratch.autocast_stack = AutocastStack()
+    return scratch
+
+
+@contextmanager
+def _traced_context(compile_data):
+    import torch
+    from thunder.core.compile_data import compile_data_and_stats
+
+    token = thunder._cache_info_ctx.set(
+        {"default_dtype": torch.get_default_dtype(), "default_device": torch.get_default_device()}
+    )
+    try:
+        with compile_data_and_stats(_scratch_compile_data(compile_data), None):
+            yield
+    finally:
+        thunder._cache_info_ctx.reset(token)
+
+
+def _check_outputs(bsym, recomputed) -> None:
+    for new, old in zip(tree_flatten(recomputed)[0], tree_flatten(bsym.output)[0]):
+        if not (isinstance(new, TensorProxy) and isinstance(old, TensorProxy)):
+            continue
+        for field in ("dtype", "shape", "device"):
+            want, got = getattr(new, field), getattr(old, field)
+            if want != got:
+                raise TraceCheckError(
+                    f"proxy {old.name} is recorded with {field} {got}, but {bsym.sym.name} computes "
+                    f"{want}: `{_first_line(bsym)}`"
+                )
+
+
+def _rerun(bsyms, report: CheckReport) -> None:
+    for bsym in bsyms:
+        if bsym.sym.is_fusion:  # a fusion region: its symbols, one by one
+            _rerun(bsym.subsymbols, report)
+            continue
+        if bsym.sym.name.startswith(_NOT_RECOMPUTED_PREFIXES):
+            report.not_recomputed[bsym.sym.name] += 1
+            continue
+        try:
+            recomputed = bsym.sym(*bsym.args, **bsym.kwargs)
+        except Exception as e:  # the recorded arguments are not what the symbol accepts: the trace is wrong
+            raise TraceCheckError(f"re-running {bsym.sym.name} of `{_first_line(bsym)}` failed: {e!r}") from e
+        report.rerun += 1
+        _check_outputs(bsym, recomputed)
+
+
+def check_metadata(trace, compile_data=None) -> CheckReport:
+    """I1: re-run each top-level symbol (each symbol of a fusion region) and compare dtype, shape and device
+    of its outputs with the recorded ones."""
+    report = CheckReport()
+    report.traces = 1
     scratch = from_trace(trace)
-    with tracectx(scratch):
-        for bsym in trace.bound_symbols:
-            if bsym.sym.name.startswith(_NOT_RECOMPUTED_PREFIXES) or bsym.sym.is_fusion:
-                continue
-            try:
-                recomputed = bsym.sym(*bsym.args, **bsym.kwargs)
-            except Exception as e:  # a symbol that cannot be re-run on its own recorded arguments
-                raise TraceCheckError(f"re-running {bsym.sym.name} of `{_first_line(bsym)}` failed: {e}") from e
-            flat_new = tree_flatten(recomputed)[0]
-            flat_old = tree_flatten(bsym.output)[0]
-            for new, old in zip(flat_new, flat_old):
-                if not (isinstance(new, TensorProxy) and isinstance(old, TensorProxy)):
-                    continue
-                for field in ("dtype", "shape", "device"):
-                    want, got = getattr(new, field), getattr(old, field)
-                    if want != got:
-                        raise TraceCheckError(
-                            f"proxy {old.name} is recorded with {field} {got}, but {bsym.sym.name} computes "
-                            f"{want}: `{_first_line(bsym)}`"
-                        )
+    with tracectx(scratch), _traced_context(compile_data):
+        _rerun(trace.bound_symbols, report)
+    return report
 
 
 def _first_line(bsym) -> str:
@@ -84,23 +161,25 @@ def _first_line(bsym) -> str:
     return text.splitlines()[-1].strip() if text else bsym.sym.name
 
 
-def check_trace(trace) -> None:
-    """Raise TraceCheckError when a trace breaks I1 (metadata) or I2 (unique names)."""
+def check_trace(trace, compile_data=None) -> CheckReport:
+    """Raise TraceCheckError when a trace breaks I1 (metadata) or I2 (unique names); otherwise say what was
+    checked. ``compile_data``: the jitted function's (``thunder.compile_data(jfn)``), when known."""
     check_names(trace)
-    check_metadata(trace)
+    return check_metadata(trace, compile_data)
 
 
-def check_traces(jfn) -> int:
-    """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward);
-    returns how many traces were checked."""
+def check_traces(jfn) -> CheckReport:
+    """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward)."""
     traces = [
         *thunder.last_prologue_traces(jfn),
         *thunder.last_traces(jfn),
         *(thunder.last_backward_traces(jfn) or []),
     ]
+    compile_data = thunder.compile_data(jfn)
+    report = CheckReport()
     for i, trace in enumerate(traces):
         try:
-            check_trace(trace)
+            report.add(check_trace(trace, compile_data))
         except TraceCheckError as e:
             raise TraceCheckError(f"trace {i} of {len(traces)}: {e}\n{trace}") from None
-    return len(traces)
+    return report

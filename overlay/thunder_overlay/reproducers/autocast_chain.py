@@ -24,7 +24,7 @@ def run() -> str:
         args = inputs(3)
         jfn = thunder.jit(autocast(f, dtype=getattr(thunder, dtype)))
         err = assert_close(jfn(*args), f(*float64_copies(args)), dtype)
-        details.append(f"{dtype} rel. error {err:.1e}, {check_traces(jfn)} traces checked")
+        details.append(f"{dtype} rel. error {err:.1e}, {check_traces(jfn).traces} traces checked")
     return "; ".join(details)
 
 

@@ -20,7 +20,7 @@ def run() -> str:
     ref_grads = torch.autograd.grad(ref_out.sum(), ref_args)
     assert_close(out, ref_out, "bfloat16")
     worst = max(assert_close(g, r, "bfloat16", f"grad of {n}") for g, r, n in zip(grads, ref_grads, "abc"))
-    return f"worst grad rel. error {worst:.1e}, {check_traces(jfn)} traces checked"
+    return f"worst grad rel. error {worst:.1e}, {check_traces(jfn).traces} traces checked"
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def run() -> str:
     args = inputs(3)
     jfn = thunder.jit(autocast(h, dtype=thunder.bfloat16))
     err = assert_close(jfn(*args), h(*float64_copies(args)), "bfloat16")
-    return f"rel. error {err:.1e}, {check_traces(jfn)} traces checked"
+    return f"rel. error {err:.1e}, {check_traces(jfn).traces} traces checked"
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def run() -> str:
     kept = sum(a == b for a, b in zip(want, got))
     if got != want:
         raise AssertionError(f"kept {kept} of {len(want)} names: {', '.join(got)}")
-    return f"kept {kept} of {len(want)} names, {check_traces(jfn)} traces checked"
+    return f"kept {kept} of {len(want)} names, {check_traces(jfn).traces} traces checked"
 
 
 if __name__ == "__main__":
