@@ -1,6 +1,7 @@
 """I5, never worse than stock: the naming differential over the corpus, stock and overlay in their own processes."""
 
 import copy
+import os
 import subprocess
 import sys
 
@@ -144,3 +145,26 @@ def test_names_command_refuses_a_target_without_inputs(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1
     assert "provides neither f_inputs nor inputs" in proc.stdout
+
+
+def test_names_command_does_not_depend_on_the_hash_seed_of_its_two_sides(tmp_path):
+    # Stock thunder orders a module's parameters by hash seed inside the jit: with a random seed per side
+    # the two sides would jit two different programs (symbols over parameters of other shapes, in another order).
+    program = tmp_path / "first_parameter.py"
+    program.write_text(
+        "import torch\n"
+        "n = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2), torch.nn.Linear(2, 2))\n"
+        "def f(x):\n"
+        "    scaled = [p * 2 for p in n.parameters()]\n"
+        "    return x + scaled[0].sum() * scaled[-1]\n"
+        "def g(x):\n"
+        "    weights = [p.sum() for p in n.parameters()]\n"
+        "    return x * weights[0] + weights[1]\n"
+        "def inputs():\n"
+        "    return (torch.randn(2),)\n"
+    )
+    env = dict(os.environ, PYTHONHASHSEED="random")
+    proc = subprocess.run([sys.executable, "-m", "thunder_overlay.cli", "names", f"{program}:f", f"{program}:g"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not one program" not in proc.stdout and "; 0 lost" in proc.stdout

@@ -285,8 +285,16 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
     return result
 
 
+# Both sides run with one hash seed: where thunder's order of a module's parameters depends on it (stock
+# collects member names in a set), two seeds would make two different programs, not one program named two ways.
+HASH_SEED = "0"
+
+
 def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout: int = 3600) -> tuple[dict, set]:
     env = dict(os.environ, THUNDER_OVERLAY="1" if overlay else "0", PYTHONWARNINGS="ignore")
+    env.setdefault("PYTHONHASHSEED", HASH_SEED)
+    if env["PYTHONHASHSEED"] == "random":
+        env["PYTHONHASHSEED"] = HASH_SEED
     code = "import sys; from thunder_overlay import names; names.child_main(sys.argv[2:], sys.argv[1] == '1')"
     proc = subprocess.run([sys.executable, "-c", code, "1" if thunderfx else "0", *targets], env=env,
                           capture_output=True, text=True, timeout=timeout)
