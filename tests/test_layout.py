@@ -58,3 +58,10 @@ def test_the_patches_directory_is_found_one_way():
             text = path.read_text()
             assert "PATCHES_DIR" not in text and "get(PATCHES_ENV" not in text, path
             assert 'environ.get("THUNDER_OVERLAY_PATCHES"' not in text, path
+
+
+def test_readme_is_for_users_and_links_the_results_page():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) < 20_000, "dated measurements belong on docs/results.md"
+    assert readme.startswith("# thunder-overlay\n\n```bash\n./setup.sh ")
+    assert "(docs/results.md" in readme and (REPO / "docs" / "results.md").is_file()
