@@ -224,12 +224,17 @@ def test_reuse_requires_the_same_thunder_torch_and_patches(root):
     assert not runner.reusable(run, sel, "overlay")
 
 
-def test_eta_from_earlier_module_times():
+def test_eta_from_earlier_module_times(tmp_path):
     durations = report.history([TOOLS / "results" / "gate-0.2.5"], quick=False)["seconds"]
     grad = durations[("test_grad", "stock")]
     assert grad > 1000 and durations[("test_grad", "overlay")] > 1000
-    # the 0.2.6 run reused its stock side (0 seconds): the overlay side's time stands in for it
-    reused = report.history([TOOLS / "results" / "gate-0.2.6"], quick=False)["seconds"]
+    # a run that reused its stock side records 0 seconds there: the overlay side's time stands in for it
+    summary = json.loads((TOOLS / "results" / "gate-0.2.6-full" / "gate-0.2.6.json").read_text())
+    summary["modules"]["test_core"]["stock"]["seconds"] = 0
+    reused_dir = tmp_path / "gate-0.2.6-reused"
+    reused_dir.mkdir()
+    (reused_dir / "gate-0.2.6.json").write_text(json.dumps(summary))
+    reused = report.history([reused_dir], quick=False)["seconds"]
     assert reused[("test_core", "stock")] == reused[("test_core", "overlay")] > 0
 
     a, b = plan.Unit("test_grad", index=1, count=2), plan.Unit("test_grad", index=2, count=2)
