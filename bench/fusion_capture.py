@@ -102,6 +102,16 @@ def _workloads():
     return workloads
 
 
+def _load_workloads_file(path: str) -> None:
+    """Make ``import workloads`` give the module at ``path`` (a changed copy, to test the check)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workloads", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["workloads"] = module
+    spec.loader.exec_module(module)
+
+
 def executors_for(kind: str):
     """thunder's default executors (nvFuser registered, first among the fusion executors) or torch alone."""
     import thunder
@@ -195,7 +205,10 @@ def main(argv=None) -> int:
     parser.add_argument("workload")
     parser.add_argument("--modes", nargs="+", default=["inference", "grad"])
     parser.add_argument("--executors", nargs="+", default=["nvfuser", "torch"])
+    parser.add_argument("--workloads-file", help="load the workloads from this copy of workloads.py")
     opts = parser.parse_args(argv)
+    if opts.workloads_file:
+        _load_workloads_file(opts.workloads_file)
 
     import thunder_overlay
 
