@@ -32,6 +32,20 @@ class StandinUnavailable(RuntimeError):
     pass
 
 
+def real_driver() -> str | None:
+    """What shows that this machine has an NVIDIA driver (a device node, or a loadable libcuda), or None."""
+    import ctypes
+
+    for node in ("/dev/nvidiactl", "/dev/nvidia0"):
+        if os.path.exists(node):
+            return node
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    return "libcuda.so.1"
+
+
 def header_dirs(python: str) -> list[str]:
     proc = subprocess.run([python, "-c", _FIND_HEADERS], capture_output=True, text=True)
     if proc.returncode != 0:

@@ -104,6 +104,11 @@ def prepare_environment(python: str, kinds, cache_dir) -> tuple[dict, dict, str]
         if "nvfuser" in kinds and not plain.get("nvfuser_available"):
             skipped["nvfuser"] = "thunder finds no usable nvFuser in this environment"
         return env, skipped, runtime
+    driver = cuda_standin.real_driver()
+    if driver:
+        # a device may be there with torch unable to use it: never answer for it with the stand-in
+        skipped["nvfuser"] = f"a CUDA driver is present ({driver}) but torch sees no device; fix the driver"
+        return env, skipped, "no CUDA runtime torch can use (driver present, stand-in refused)"
     try:
         standin = cuda_standin.build(python, cache_dir)
     except cuda_standin.StandinUnavailable as e:
@@ -217,14 +222,16 @@ def print_table(cases: list[Case]) -> None:
 
 
 def what_it_proves(runtime: str) -> str:
-    return (
-        "What this proves: on fake cuda:0 inputs, thunder's final forward and backward execution traces, and the\n"
-        "nvFuser FusionDefinition of every nvFusion region (host IR, built as at the region's first call, for\n"
-        "contiguous inputs), are stock's up to a consistent renaming of proxies. The definitions are built on\n"
-        f"the CPU; device queries are answered by {runtime};\n"
-        "nothing is compiled, allocated or launched. nvFuser compiles its kernels from these\n"
-        "definitions, so identical definitions on identical inputs give identical kernels, launched in the same\n"
-        "order. Timings need a GPU (bench/gpu.sh)."
+    import textwrap
+
+    return textwrap.fill(
+        "What this proves: on fake cuda:0 inputs, thunder's final forward and backward execution traces, and "
+        "the nvFuser FusionDefinition of every nvFusion region (host IR, built as at the region's first call, "
+        "for contiguous inputs), are stock's up to a consistent renaming of proxies. The definitions are built "
+        f"on the CPU; device queries are answered by {runtime}; nothing is compiled, allocated or launched. "
+        "nvFuser compiles its kernels from these definitions, so identical definitions on identical inputs give "
+        "identical kernels, launched in the same order. Timings need a GPU (bench/gpu.sh).",
+        width=110,
     )
 
 
@@ -293,6 +300,8 @@ def main(argv=None) -> int:
                 print("  " + d.replace("\n", "\n    "))
     print()
     print(what_it_proves(runtime))
+    for kind, reason in skipped.items():
+        print(f"NOT compared: every {kind} case ({reason}).")
     summary = {EXIT_IDENTICAL: "identical wherever stock compiles", EXIT_DIFFERENT: "DIFFERENT (see above)",
                EXIT_SIDE_FAILED: "a side could not run (see above)", EXIT_SKIPPED: "cases SKIPPED, not compared"}
     print(f"\nfusion_identity: {summary[worst]} (exit {worst})")
