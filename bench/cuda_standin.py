@@ -70,7 +70,18 @@ def build(python: str, cache_dir: Path | None = None) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".so.{os.getpid()}")
-    cmd = [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", *(f"-I{d}" for d in includes), str(SOURCE), "-o", str(partial)]
+    cmd = [
+        gcc,
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-Wall",
+        "-Werror",
+        *(f"-I{d}" for d in includes),
+        str(SOURCE),
+        "-o",
+        str(partial),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise StandinUnavailable(f"gcc failed building {SOURCE.name}:\n{proc.stderr[-2000:]}")

@@ -44,15 +44,24 @@ def worse(a: int, b: int) -> int:
     """The exit code that wins: a difference outranks a failed side, which outranks a skip."""
     return max(a, b, key=_SEVERITY.__getitem__)
 
+
 # the workloads of the issue: every one of bench/workloads.py except the two scaled-up ones
 DEFAULT_WORKLOADS = (
-    "autocast-seed", "autocast-chain", "seed946", "seed946-retrace", "chain-100", "chain-1000",
-    "llama2-like", "gpt-neox-like", "nanogpt",
+    "autocast-seed",
+    "autocast-chain",
+    "seed946",
+    "seed946-retrace",
+    "chain-100",
+    "chain-1000",
+    "llama2-like",
+    "gpt-neox-like",
+    "nanogpt",
 )
 MODES = ("inference", "grad")
 EXECUTOR_KINDS = ("nvfuser", "torch")
 
-_PROBE = """
+_PROBE = (
+    """
 import importlib.util, json, sys
 out = {"python": sys.version.split()[0], "nvfuser_wheel": importlib.util.find_spec("nvfuser_direct") is not None}
 import torch
@@ -63,7 +72,9 @@ if out["cuda"]:
     out["nvfuser_available"] = nvfuser_available()
     out["device"] = torch.cuda.get_device_name(0) if not __import__("os").environ.get("%s") else "stand-in"
 print(json.dumps(out))
-""" % STANDIN_ENV
+"""
+    % STANDIN_ENV
+)
 
 
 @dataclass
@@ -208,11 +219,45 @@ def judge(case: Case, stock: dict, overlay: dict, stock_crash_expected: bool) ->
     return EXIT_IDENTICAL
 
 
+def judge_sides(case: Case, results: dict, stock_crash_expected: bool) -> int:
+    """The case's verdict from both child processes' output (either may have died); its exit code."""
+    sides = {}
+    for side in ("stock", "overlay"):
+        r = results[side]
+        if "died" in r:
+            case.details.append(f"{side} process: {r['died']}")
+        elif side == "overlay" and r["overlay_state"] != "patched":
+            case.details.append(f"overlay process: overlay state is {r['overlay_state']!r}, not 'patched'")
+        else:
+            sides[side] = next(c for c in r["cases"] if c["mode"] == case.mode and c["executors_kind"] == case.kind)
+    if len(sides) < 2:
+        case.verdict = "could not run"
+        return EXIT_SIDE_FAILED
+    return judge(case, sides["stock"], sides["overlay"], stock_crash_expected)
+
+
 def print_table(cases: list[Case]) -> None:
-    header = ("workload", "mode", "executors", "regions fwd/bwd", "FusionDefinitions compared", "proxies renamed",
-              "verdict")
-    rows = [(c.workload, c.mode, c.kind, c.regions, str(c.fds_compared) if c.kind == "nvfuser" else "-",
-             str(c.renamed) if c.verdict in ("identical", "different") else "-", c.verdict) for c in cases]
+    header = (
+        "workload",
+        "mode",
+        "executors",
+        "regions fwd/bwd",
+        "FusionDefinitions compared",
+        "proxies renamed",
+        "verdict",
+    )
+    rows = [
+        (
+            c.workload,
+            c.mode,
+            c.kind,
+            c.regions,
+            str(c.fds_compared) if c.kind == "nvfuser" else "-",
+            str(c.renamed) if c.verdict in ("identical", "different") else "-",
+            c.verdict,
+        )
+        for c in cases
+    ]
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     fmt = "| " + " | ".join(f"{{:{w}}}" for w in widths) + " |"
     print(fmt.format(*header))
@@ -236,16 +281,26 @@ def what_it_proves(runtime: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--workloads", nargs="+", default=list(DEFAULT_WORKLOADS))
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--executors", nargs="+", choices=EXECUTOR_KINDS, default=list(EXECUTOR_KINDS))
-    parser.add_argument("--python", help="interpreter of the children (default: .venv312 when nvfuser is asked "
-                        "for and it exists, else this one)")
-    parser.add_argument("--cache-dir", type=Path, help=f"where the stand-in is built (default {cuda_standin.DEFAULT_CACHE})")
-    parser.add_argument("--overlay-workloads", type=Path,
-                        help="a copy of workloads.py for the overlay side only (to show that the check can fail)")
+    parser.add_argument(
+        "--python",
+        help="interpreter of the children (default: .venv312 when nvfuser is asked for and it exists, else this one)",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, help=f"where the stand-in is built (default {cuda_standin.DEFAULT_CACHE})"
+    )
+    parser.add_argument(
+        "--overlay-workloads",
+        type=Path,
+        help="a copy of workloads.py for the overlay side only (to show that the check can fail)",
+    )
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per child process")
     opts = parser.parse_args(argv)
 
@@ -272,22 +327,7 @@ def main(argv=None) -> int:
                     case.verdict = "skipped"
                     worst = worse(worst, EXIT_SKIPPED)
                     continue
-                sides = {}
-                for side in ("stock", "overlay"):
-                    r = results[side]
-                    if "died" in r:
-                        case.details.append(f"{side} process: {r['died']}")
-                    else:
-                        sides[side] = next(c for c in r["cases"] if c["mode"] == mode and c["executors_kind"] == kind)
-                        if side == "overlay" and r["overlay_state"] != "patched":
-                            r = {"died": f"overlay state is {r['overlay_state']!r}, not 'patched'"}
-                            case.details.append(f"overlay process: {r['died']}")
-                            del sides[side]
-                if len(sides) < 2:
-                    case.verdict = "could not run"
-                    code = EXIT_SIDE_FAILED
-                else:
-                    code = judge(case, sides["stock"], sides["overlay"], known_crash)
+                code = judge_sides(case, results, known_crash)
                 worst = worse(worst, code)
         print(f"fusion_identity: {name} done in {time.perf_counter() - started:.0f} s", flush=True)
 
@@ -302,8 +342,12 @@ def main(argv=None) -> int:
     print(what_it_proves(runtime))
     for kind, reason in skipped.items():
         print(f"NOT compared: every {kind} case ({reason}).")
-    summary = {EXIT_IDENTICAL: "identical wherever stock compiles", EXIT_DIFFERENT: "DIFFERENT (see above)",
-               EXIT_SIDE_FAILED: "a side could not run (see above)", EXIT_SKIPPED: "cases SKIPPED, not compared"}
+    summary = {
+        EXIT_IDENTICAL: "identical wherever stock compiles",
+        EXIT_DIFFERENT: "DIFFERENT (see above)",
+        EXIT_SIDE_FAILED: "a side could not run (see above)",
+        EXIT_SKIPPED: "cases SKIPPED, not compared",
+    }
     print(f"\nfusion_identity: {summary[worst]} (exit {worst})")
     return worst
 

@@ -71,18 +71,31 @@ def match(stock_text: str, stock_names, overlay_text: str, overlay_names) -> Mat
                     return done(Difference(i, a, b, "different text"))
             elif forward.get(ta, tb) != tb or backward.get(tb, ta) != ta:
                 earlier = forward[ta] if ta in forward else backward[tb]
-                return done(Difference(
-                    i, a, b, f"renaming is not consistent: stock {ta} <-> overlay {tb} here, but earlier "
-                    + (f"stock {ta} <-> overlay {earlier}" if ta in forward else f"stock {earlier} <-> overlay {tb}")
-                ))
+                return done(
+                    Difference(
+                        i,
+                        a,
+                        b,
+                        f"renaming is not consistent: stock {ta} <-> overlay {tb} here, but earlier "
+                        + (
+                            f"stock {ta} <-> overlay {earlier}"
+                            if ta in forward
+                            else f"stock {earlier} <-> overlay {tb}"
+                        ),
+                    )
+                )
             else:
                 forward[ta], backward[tb] = tb, ta
     if len(stock_lines) != len(overlay_lines):
         i = min(len(stock_lines), len(overlay_lines))
-        return done(Difference(
-            i + 1, "\n".join(stock_lines[i : i + 1]) or "<end>", "\n".join(overlay_lines[i : i + 1]) or "<end>",
-            f"{len(stock_lines)} vs {len(overlay_lines)} lines",
-        ))
+        return done(
+            Difference(
+                i + 1,
+                "\n".join(stock_lines[i : i + 1]) or "<end>",
+                "\n".join(overlay_lines[i : i + 1]) or "<end>",
+                f"{len(stock_lines)} vs {len(overlay_lines)} lines",
+            )
+        )
     return done(None)
 
 

@@ -26,8 +26,13 @@ def capture(overlay: str, workload: str, mode: str) -> dict:
     executor needs no device to trace)."""
     env = dict(os.environ, THUNDER_OVERLAY=overlay)
     env.pop("LD_PRELOAD", None)
-    proc = subprocess.run([sys.executable, str(CAPTURE), workload, "--modes", mode, "--executors", "torch"],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(CAPTURE), workload, "--modes", mode, "--executors", "torch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (case,) = json.loads(proc.stdout.splitlines()[-1])["cases"]
     assert "error" not in case, case.get("traceback")
@@ -62,7 +67,7 @@ def test_an_inconsistent_renaming_is_a_difference(autocast_seed_grad):
     used = [n for n in overlay_names if len(re.findall(rf"\b{n}\b", overlay_text)) > 1]
     victim, other = used[0], used[1]
     last = [m.start() for m in re.finditer(rf"\b{victim}\b", overlay_text)][-1]
-    changed = overlay_text[:last] + other + overlay_text[last + len(victim):]
+    changed = overlay_text[:last] + other + overlay_text[last + len(victim) :]
     difference = trace_equivalence.compare(stock_text, stock_names, changed, overlay_names)
     assert difference is not None and "not consistent" in difference.why, difference
 
@@ -89,8 +94,11 @@ def test_a_consistent_renaming_is_found(autocast_seed_grad):
 def _nvfuser_env_missing() -> str | None:
     if not VENV312.exists():
         return f"no nvFuser environment ({VENV312.relative_to(REPO)}; bench/setup-nvfuser.sh builds it)"
-    probe = subprocess.run([str(VENV312), "-c", "import importlib.util as u; print(u.find_spec('nvfuser_direct') is not None)"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(VENV312), "-c", "import importlib.util as u; print(u.find_spec('nvfuser_direct') is not None)"],
+        capture_output=True,
+        text=True,
+    )
     if probe.stdout.strip() != "True":
         return f"{VENV312.relative_to(REPO)} has no nvfuser_direct (the nvfuser-cu128-torch29 wheel)"
     return None
@@ -100,14 +108,28 @@ requires_nvfuser_env = pytest.mark.skipif(_nvfuser_env_missing() is not None, re
 
 # chain-100's op v7 is `v6 + 0.25`; the copy makes it `v6 - 0.25` and leaves the other 99 ops alone
 CHAIN_OP = 'lines.append(f"    v{i} = {_CHAIN_OPS[i % len(_CHAIN_OPS)].format(prev=prev)}")'
-CHANGED_OP = 'lines.append(f"    v{i} = {(_CHAIN_OPS[i % len(_CHAIN_OPS)] if i != 7 else \'{prev} - 0.25\').format(prev=prev)}")'
+CHANGED_OP = (
+    "lines.append(f\"    v{i} = {(_CHAIN_OPS[i % len(_CHAIN_OPS)] if i != 7 else '{prev} - 0.25').format(prev=prev)}\")"
+)
 
 
 def run_check(tmp_path, workloads_copy):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    cmd = [str(VENV312), str(CHECK), "--workloads", "chain-100", "--modes", "grad", "--executors", "nvfuser",
-           "--cache-dir", str(tmp_path / "standin"), "--overlay-workloads", str(workloads_copy)]
+    cmd = [
+        str(VENV312),
+        str(CHECK),
+        "--workloads",
+        "chain-100",
+        "--modes",
+        "grad",
+        "--executors",
+        "nvfuser",
+        "--cache-dir",
+        str(tmp_path / "standin"),
+        "--overlay-workloads",
+        str(workloads_copy),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
 
 
@@ -122,7 +144,9 @@ def test_the_check_reports_a_one_op_change_as_different(tmp_path):
 
     same = run_check(tmp_path, tmp_path / "same" / "workloads.py")
     assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-2000:]
-    assert re.search(r"\| chain-100 \| grad \| nvfuser +\| \d+/\d+ +\| [1-9]\d* +\|.*\| identical", same.stdout), same.stdout
+    assert re.search(r"\| chain-100 \| grad \| nvfuser +\| \d+/\d+ +\| [1-9]\d* +\|.*\| identical", same.stdout), (
+        same.stdout
+    )
 
     changed = run_check(tmp_path, tmp_path / "changed" / "workloads.py")
     assert changed.returncode == 1, changed.stdout[-3000:] + changed.stderr[-2000:]
