@@ -12,6 +12,9 @@
 # nvFuser: its wheels are for CPython 3.12 only and built per torch (and CUDA) version, e.g.
 # nvfuser-cu130-torch210 for torch 2.10; with no wheel matching the machine's torch (none for
 # torch 2.11 so far), the cuda-nvfuser cases skip as "nvFuser is not importable".
+# Before the timings, bench/fusion_identity.py runs with the real CUDA runtime (stock vs overlay hand
+# the executors the same traces and nvFuser FusionDefinitions; OUT_DIR/fusion_identity.txt). The
+# timings run whatever it finds; gpu.sh then exits with 1 if it found a difference or a side failed.
 set -u
 OUT=${1:?usage: bench/gpu.sh OUT_DIR [compare.py options]}
 shift
@@ -51,4 +54,15 @@ rc=$?
 cat "$OUT/env.txt"
 ((rc == 0)) || { echo "thunder does not import here, see $OUT/env.txt"; exit 1; }
 
-cd "$HERE/.." && "$VPY" bench/compare.py --pairs "${PAIRS:-1}" -k cuda --out "$OUT" "$@"
+cd "$HERE/.." || exit 1
+"$VPY" bench/fusion_identity.py --python "$VPY" --cache-dir "$OUT/standin" 2>&1 | tee "$OUT/fusion_identity.txt"
+identity_rc=${PIPESTATUS[0]}
+
+"$VPY" bench/compare.py --pairs "${PAIRS:-1}" -k cuda --out "$OUT" "$@"
+rc=$?
+# 3: nvFuser cases skipped (no wheel for this torch); the torch-on-CUDA cases were still compared
+if ((identity_rc == 1 || identity_rc == 2)); then
+    echo "gpu.sh: fusion_identity.py exited $identity_rc, see $OUT/fusion_identity.txt"
+    exit 1
+fi
+exit $rc

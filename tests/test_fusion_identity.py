@@ -1,0 +1,156 @@
+"""bench/fusion_identity.py: its renaming comparator on real thunder traces (any Python, no nvFuser), and
+the whole check failing on a one-op change (only where the nvFuser environment, .venv312, exists)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, requires_overlay
+
+sys.path.insert(0, str(REPO / "bench"))
+import trace_equivalence  # noqa: E402
+
+CAPTURE = REPO / "bench" / "fusion_capture.py"
+CHECK = REPO / "bench" / "fusion_identity.py"
+VENV312 = REPO / ".venv312" / "bin" / "python"
+
+
+def capture(overlay: str, workload: str, mode: str) -> dict:
+    """The torch executor's final traces of a bench workload on fake cuda:0 inputs (no stand-in: the torch
+    executor needs no device to trace)."""
+    env = dict(os.environ, THUNDER_OVERLAY=overlay)
+    env.pop("LD_PRELOAD", None)
+    proc = subprocess.run(
+        [sys.executable, str(CAPTURE), workload, "--modes", mode, "--executors", "torch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (case,) = json.loads(proc.stdout.splitlines()[-1])["cases"]
+    assert "error" not in case, case.get("traceback")
+    return case
+
+
+@pytest.fixture(scope="module")
+def autocast_seed_grad():
+    """Stock and overlay traces of the autocast seed with gradients: one proxy is named differently."""
+    return {side: capture(switch, "autocast-seed", "grad") for side, switch in (("stock", "0"), ("overlay", "1"))}
+
+
+def _traces(sides, which):
+    s, o = sides["stock"][which], sides["overlay"][which]
+    return s["text"], s["proxies"], o["text"], o["proxies"]
+
+
+@requires_overlay
+@pytest.mark.parametrize("which", ["forward", "backward"])
+def test_stock_and_overlay_traces_are_equal_up_to_renaming(autocast_seed_grad, which):
+    stock_text, stock_names, overlay_text, overlay_names = _traces(autocast_seed_grad, which)
+    result = trace_equivalence.match(stock_text, stock_names, overlay_text, overlay_names)
+    assert result.difference is None, str(result.difference)
+    if which == "forward":  # the overlay names the autocast output after the user's variable
+        assert stock_text != overlay_text and result.renaming, "expected the overlay to rename a proxy here"
+
+
+@requires_overlay
+def test_an_inconsistent_renaming_is_a_difference(autocast_seed_grad):
+    stock_text, stock_names, overlay_text, overlay_names = _traces(autocast_seed_grad, "forward")
+    # one use of a proxy now names another proxy: the same program text, but not a bijection of names
+    used = [n for n in overlay_names if len(re.findall(rf"\b{n}\b", overlay_text)) > 1]
+    victim, other = used[0], used[1]
+    last = [m.start() for m in re.finditer(rf"\b{victim}\b", overlay_text)][-1]
+    changed = overlay_text[:last] + other + overlay_text[last + len(victim) :]
+    difference = trace_equivalence.compare(stock_text, stock_names, changed, overlay_names)
+    assert difference is not None and "not consistent" in difference.why, difference
+
+
+@requires_overlay
+def test_a_changed_op_is_a_difference(autocast_seed_grad):
+    stock_text, stock_names, overlay_text, overlay_names = _traces(autocast_seed_grad, "backward")
+    op = re.search(r"= torch\.(\w+)\(", overlay_text).group(1)
+    changed = overlay_text.replace(f"torch.{op}(", "torch.sub(" if op != "sub" else "torch.add(", 1)
+    difference = trace_equivalence.compare(stock_text, stock_names, changed, overlay_names)
+    assert difference is not None and difference.why == "different text", difference
+
+
+@requires_overlay
+def test_a_consistent_renaming_is_found(autocast_seed_grad):
+    stock_text, stock_names, overlay_text, overlay_names = _traces(autocast_seed_grad, "forward")
+    name = next(n for n in overlay_names if n.startswith("t") and n[1:].isdigit())
+    renamed = re.sub(rf"\b{name}\b", "renamed_by_test", overlay_text)
+    names = [n if n != name else "renamed_by_test" for n in overlay_names]
+    result = trace_equivalence.match(overlay_text, overlay_names, renamed, names)
+    assert result.difference is None and result.renaming == {name: "renamed_by_test"}
+
+
+def _nvfuser_env_missing() -> str | None:
+    if not VENV312.exists():
+        return f"no nvFuser environment ({VENV312.relative_to(REPO)}; bench/setup-nvfuser.sh builds it)"
+    probe = subprocess.run(
+        [str(VENV312), "-c", "import importlib.util as u; print(u.find_spec('nvfuser_direct') is not None)"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.stdout.strip() != "True":
+        return f"{VENV312.relative_to(REPO)} has no nvfuser_direct (the nvfuser-cu128-torch29 wheel)"
+    return None
+
+
+requires_nvfuser_env = pytest.mark.skipif(_nvfuser_env_missing() is not None, reason=str(_nvfuser_env_missing()))
+
+# chain-100's op v7 is `v6 + 0.25`; the copy makes it `v6 - 0.25` and leaves the other 99 ops alone
+CHAIN_OP = 'lines.append(f"    v{i} = {_CHAIN_OPS[i % len(_CHAIN_OPS)].format(prev=prev)}")'
+CHANGED_OP = (
+    "lines.append(f\"    v{i} = {(_CHAIN_OPS[i % len(_CHAIN_OPS)] if i != 7 else '{prev} - 0.25').format(prev=prev)}\")"
+)
+
+
+def run_check(tmp_path, workloads_copy):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    cmd = [
+        str(VENV312),
+        str(CHECK),
+        "--workloads",
+        "chain-100",
+        "--modes",
+        "grad",
+        "--executors",
+        "nvfuser",
+        "--cache-dir",
+        str(tmp_path / "standin"),
+        "--overlay-workloads",
+        str(workloads_copy),
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+
+
+@requires_nvfuser_env
+def test_the_check_reports_a_one_op_change_as_different(tmp_path):
+    source = (REPO / "bench" / "workloads.py").read_text()
+    assert source.count(CHAIN_OP) == 1
+    (tmp_path / "same").mkdir()
+    (tmp_path / "changed").mkdir()
+    (tmp_path / "same" / "workloads.py").write_text(source)
+    (tmp_path / "changed" / "workloads.py").write_text(source.replace(CHAIN_OP, CHANGED_OP))
+
+    same = run_check(tmp_path, tmp_path / "same" / "workloads.py")
+    assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-2000:]
+    assert re.search(r"\| chain-100 \| grad \| nvfuser +\| \d+/\d+ +\| [1-9]\d* +\|.*\| identical", same.stdout), (
+        same.stdout
+    )
+
+    changed = run_check(tmp_path, tmp_path / "changed" / "workloads.py")
+    assert changed.returncode == 1, changed.stdout[-3000:] + changed.stderr[-2000:]
+    assert re.search(r"\| chain-100 \| grad \| nvfuser .*\| different", changed.stdout), changed.stdout
+    # the trace and the region's FusionDefinition both show the changed op
+    assert "forward trace, line" in changed.stdout
+    assert re.search(r"FusionDefinition:\n(.*\n)*? +[-+] .*fd\.ops\.(sub|add)", changed.stdout), changed.stdout
