@@ -173,32 +173,55 @@ def _unknown_uid() -> int:
     pytest.skip("no free uid without a passwd entry")
 
 
+def _reachable_for_others_script() -> tuple[str, list[str]]:
+    """Shell lines for a mount namespace in which every folder this interpreter needs (its executable, its
+    prefixes, sys.path: a venv, an editable checkout) is reachable for another uid: a tmpfs over each
+    topmost folder that others cannot enter (/root, say), with the needed entries under it bound back.
+    Returns the lines and the temporary folders that hold the originals meanwhile."""
+    needed = {Path(os.path.realpath(p)) for p in (sys.executable, sys.prefix, sys.base_prefix, *sys.path)
+              if p and os.path.exists(p)}
+    hidden: dict[Path, set[Path]] = {}
+    for path in needed:
+        closed = next((a for a in reversed([path, *path.parents]) if not os.stat(a).st_mode & stat.S_IXOTH), None)
+        if closed is not None and closed != path:
+            hidden.setdefault(closed, set()).add(closed / path.relative_to(closed).parts[0])
+    lines, keeps = [], []
+    for closed, children in hidden.items():
+        saved = []
+        for child in sorted(children):
+            keep = tempfile.mkdtemp(prefix="thunder-overlay-keep-")
+            if not child.is_dir():
+                keep = os.path.join(keep, "file")
+                open(keep, "w").close()
+            keeps.append(keep)
+            saved.append((child, keep))
+            lines.append(f"mount --bind '{child}' '{keep}'")
+        lines.append(f"mount -t tmpfs -o mode=755 none '{closed}'")
+        for child, keep in saved:
+            lines.append(f"{'mkdir' if os.path.isdir(keep) else 'touch'} '{child}' && mount --bind '{keep}' '{child}'")
+    return "\n".join(lines), keeps
+
+
 def _as_unknown_uid_without_home(code: str) -> subprocess.CompletedProcess:
     """Run ``code`` with this environment's interpreter as a uid that has no passwd entry and no HOME, as in
-    a container started with an arbitrary uid. Needs root, and a mount namespace in which a folder the
-    interpreter lives under but other users cannot enter (/root/.pyenv, say) is made reachable for that uid
-    alone (a tmpfs over the folder, the interpreter's own subfolder bound back); the machine is unchanged."""
+    a container started with an arbitrary uid. Needs root, unshare and setpriv (folders only root may enter
+    are made reachable inside a mount namespace; the machine is unchanged)."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
         pytest.skip("needs root, unshare and setpriv to run a child as a uid without a passwd entry")
-    interpreter = Path(os.path.realpath(sys.executable))
-    closed = next((p for p in reversed(interpreter.parents) if not os.stat(p).st_mode & stat.S_IXOTH), None)
-    script, keep = "set -e\n", None
-    if closed is not None:
-        child = closed / interpreter.relative_to(closed).parts[0]
-        keep = tempfile.mkdtemp(prefix="thunder-overlay-keep-")
-        script += (f"mount --bind '{child}' '{keep}'\nmount -t tmpfs -o mode=755 none '{closed}'\n"
-                   f"mkdir '{child}'\nmount --bind '{keep}' '{child}'\n")
+    mounts, keeps = _reachable_for_others_script()
     uid = _unknown_uid()
     env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "XDG_CACHE_HOME", "HOME", "PYTHONDONTWRITEBYTECODE")}
-    script += f'cd / && exec setpriv --reuid {uid} --regid {uid} --clear-groups "$0" -c "$1"\n'
+    script = f'set -e\n{mounts}\ncd / && exec setpriv --reuid {uid} --regid {uid} --clear-groups "$0" -c "$1"\n'
     try:
         proc = subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, code], env=env,
                               capture_output=True, text=True, timeout=600)
     finally:
-        if keep:
-            os.rmdir(keep)  # empty again: the bind mount ended with the namespace
-    if proc.returncode != 0 and "mount" in proc.stderr and "Traceback" not in proc.stderr:
+        for keep in keeps:  # empty again: the bind mounts ended with the namespace
+            shutil.rmtree(keep if os.path.isdir(keep) else os.path.dirname(keep))
+    if proc.returncode != 0 and "Traceback" not in proc.stderr:
         pytest.skip(f"cannot make a mount namespace here: {proc.stderr.strip()[-300:]}")
+    if proc.returncode != 0 and "PermissionError" in proc.stderr:
+        pytest.skip(f"this environment is not readable by another uid: {proc.stderr.strip()[-300:]}")
     return proc
 
 
