@@ -39,9 +39,30 @@ def capture(overlay: str, workload: str, mode: str) -> dict:
     return case
 
 
+def _thunder_refuses_cuda_without_a_device() -> str | None:
+    """Releases before 0.2.5 check torch.cuda.device_count() when a CUDA device is named
+    (thunder/core/devices.py), so fake cuda:0 inputs cannot be traced without a device or the stand-in."""
+    from thunder.core import devices
+
+    try:
+        devices.Device("cuda:0")
+    except RuntimeError as e:
+        return f"thunder {thunder_version()} refuses a cuda device where torch sees none: {e}"
+    return None
+
+
+def thunder_version() -> str:
+    import thunder
+
+    return thunder.__version__
+
+
 @pytest.fixture(scope="module")
 def autocast_seed_grad():
     """Stock and overlay traces of the autocast seed with gradients: one proxy is named differently."""
+    refused = _thunder_refuses_cuda_without_a_device()
+    if refused:
+        pytest.skip(refused)
     return {side: capture(switch, "autocast-seed", "grad") for side, switch in (("stock", "0"), ("overlay", "1"))}
 
 
@@ -143,6 +164,9 @@ def test_the_check_reports_a_one_op_change_as_different(tmp_path):
     (tmp_path / "changed" / "workloads.py").write_text(source.replace(CHAIN_OP, CHANGED_OP))
 
     same = run_check(tmp_path, tmp_path / "same" / "workloads.py")
+    if same.returncode == 3:  # the check compared nothing (e.g. an older thunder on PYTHONPATH without nvFuser)
+        pytest.skip("the check skipped the nvFuser case here: " + " ".join(
+            line.strip() for line in same.stdout.splitlines() if "NOT compared" in line or "skipped:" in line))
     assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-2000:]
     assert re.search(r"\| chain-100 \| grad \| nvfuser +\| \d+/\d+ +\| [1-9]\d* +\|.*\| identical", same.stdout), (
         same.stdout
