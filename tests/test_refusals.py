@@ -6,50 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import JIT_STILL_WORKS, PATCHED_SUFFIX, REPO, copy_thunder, run_python
-
-IMPORT_AND_REPORT = f"""
-import json, warnings
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    import thunder, thunder.core.jit_ext as je
-import thunder_overlay
-messages = [str(w.message) for w in caught if str(w.message).startswith("thunder-overlay:")]
-print(json.dumps({{"messages": messages, "patched": je.__file__.endswith({PATCHED_SUFFIX!r}),
-                  "status": thunder_overlay.status()}}))
-"""
-
-# What a refusal must never do: turn into an exception out of `import thunder` when warnings are errors.
-# thunder itself warns at import that transformer_engine is missing, so that one warning stays allowed,
-# as a project's pytest configuration would (stock thunder fails `-W error` alone).
-WARNINGS_AS_ERRORS = ("-W", "error", "-W", "ignore:transformer_engine module not found:UserWarning")
-
-
-def refused(proc) -> dict:
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "jit works" in proc.stdout
-    out = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
-    assert len(out["messages"]) == 1, out["messages"]
-    assert not out["patched"], "a refusal leaves the stock module"
-    assert out["status"]["state"] == "refused" and out["status"]["patches"] == []
-    assert out["messages"][0].endswith(out["status"]["reason"])
-    return out
-
-
-def run_refusal(env: dict, overlay: str = "1"):
-    return run_python(IMPORT_AND_REPORT, JIT_STILL_WORKS, env=env, overlay=overlay)
-
-
-def assert_strict_raises(env: dict, reason: str):
-    proc = run_python("import thunder", env=env, overlay="strict")
-    assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(
-        "ImportError: thunder-overlay: importing thunder.core.jit_ext fails because THUNDER_OVERLAY=strict and "
-        "the overlay cannot patch it: "
-    ), last
-    assert reason in last and "stock thunder runs" not in last
-
+from conftest import (
+    JIT_STILL_WORKS, REPO, WARNINGS_AS_ERRORS, assert_strict_raises, copy_thunder, refused, run_python, run_refusal,
+)
 
 @pytest.fixture(scope="module")
 def thunder_copy_edited(tmp_path_factory) -> Path:

@@ -57,7 +57,7 @@ def status(*, import_thunder: bool = True) -> dict:
     try:
         from thunder_overlay import engine
     except Exception as e:
-        return _engine_failed_report(f"the overlay's engine failed: {type(e).__name__}: {e}")
+        return _engine_failed_report(config.engine_failed(e))
     if config.mode() == "off":
         return engine.Plan(state="disabled", reason=f"{config.SWITCH}={os.environ[config.SWITCH]}").report()
     if engine.outcome is None and config.TARGET in sys.modules:

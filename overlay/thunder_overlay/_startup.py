@@ -32,7 +32,7 @@ class JitExtFinder:
             spec = engine.find_patched_spec(self, fullname, path)
             reason = engine.outcome.reason if spec is None and engine.outcome is not None else None
         except Exception as e:
-            spec, reason = None, f"the overlay's engine failed: {type(e).__name__}: {e}"
+            spec, reason = None, config.engine_failed(e)
             engine_failure = reason
         if reason is None:
             return spec  # patched, or no thunder at all (the import then fails as it would without us)

@@ -73,6 +73,11 @@ def patches_dir() -> tuple[str, bool]:
     return (override, True) if override else (_PACKAGED_PATCHES, False)
 
 
+def engine_failed(error: BaseException) -> str:
+    """The reason given when the overlay's own engine could not be imported or raised."""
+    return f"the overlay's engine failed: {type(error).__name__}: {error}"
+
+
 def warn(message: str, stacklevel: int = 2) -> None:
     """Warn without ever raising: under warnings-as-errors (``-W error``, pytest's ``filterwarnings =
     error``) the warning would become an exception out of ``import thunder``, which stock thunder does
