@@ -8,6 +8,7 @@ thunder's cache information) and the smallest program with an autocast region.
 """
 
 import re
+import sys
 
 import pytest
 import torch
@@ -16,6 +17,11 @@ from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.trace import from_trace, tracectx
 
 from thunder_overlay import TraceCheckError, check_trace, check_traces
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+import check_models  # noqa: E402  (the model shapes tools/check_models.py checks)
 
 
 def autocast_region(x):
@@ -31,25 +37,18 @@ def autocast_region_enabled(x, w):
 
 
 def hf(kind: str):
-    transformers = pytest.importorskip("transformers")
-    config = getattr(transformers, f"{kind}Config")(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, max_position_embeddings=64, use_cache=False,
-    )
+    pytest.importorskip("transformers")
+    cls, config = {name: (cls, config) for name, cls, config in check_models.hf_models()}[kind]
     torch.manual_seed(0)
-    model = getattr(transformers, f"{kind}ForCausalLM")(config).eval().requires_grad_(False)
-    return model, torch.randint(0, 128, (1, 8))
+    return cls(config).eval().requires_grad_(False), torch.randint(0, 128, (1, 8))
 
 
 def litgpt_gemma():
     from thunder.tests import litgpt_model
 
-    config = litgpt_model.Config.from_name(
-        "gemma-2b", n_layer=2, n_embd=64, n_head=4, n_query_groups=2, head_size=16, intermediate_size=128,
-        padded_vocab_size=128, vocab_size=128, block_size=64,
-    )
     torch.manual_seed(0)
-    return litgpt_model.GPT(config).eval().requires_grad_(False), torch.randint(0, 128, (1, 8))
+    model = litgpt_model.GPT(check_models.litgpt_config("gemma-2b")).eval().requires_grad_(False)
+    return model, torch.randint(0, 128, (1, 8))
 
 
 def symbol_names(jfn) -> set[str]:

@@ -34,6 +34,15 @@ def hf_models():
                                       use_cache=False)
 
 
+def litgpt_config(name: str):
+    """A litgpt config (thunder's test copy of litgpt) at 2 layers and small widths."""
+    from thunder.tests import litgpt_model
+
+    groups = 2 if name in ("Llama-3-8B", "gemma-2b") else 4
+    return litgpt_model.Config.from_name(name, n_layer=2, n_embd=64, n_head=4, n_query_groups=groups, head_size=16,
+                                         intermediate_size=128, padded_vocab_size=128, vocab_size=128, block_size=64)
+
+
 LITGPT = ("llama2-like", "gpt-neox-like", "pythia-14m", "falcon-7b", "phi-2", "gemma-2b", "Llama-3-8B")
 
 
@@ -73,10 +82,7 @@ def builders():
     from thunder.tests import litgpt_model
 
     for config_name in LITGPT:
-        groups = 2 if config_name in ("Llama-3-8B", "gemma-2b") else 4
-        config = litgpt_model.Config.from_name(config_name, n_layer=2, n_embd=64, n_head=4, n_query_groups=groups,
-                                               head_size=16, intermediate_size=128, padded_vocab_size=128,
-                                               vocab_size=128, block_size=64)
+        config = litgpt_config(config_name)
         yield f"litgpt {config_name}", lambda config=config: (litgpt_model.GPT(config), (ids,), {})
     try:
         import torchvision
