@@ -15,6 +15,7 @@ requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --tar
     python tools/gate.py --out tools/results/gate-0.2.6-full  # every module; about 2 hours on 2 busy cores
     python tools/gate.py --out ... --resume                   # continue a stopped run, reusing finished parts
     python tools/gate.py --out ... --reuse-stock              # rerun the overlay side only
+    python tools/gate.py --out ... --stock-only               # stock's outcomes now, the overlay side later
     python tools/gate.py --collect-only                       # what collects on each side, and shard sizes
     python tools/gate.py --report tools/results/gate-0.2.6-full   # the README's markdown table of a run
     python tools/gate.py --modules test_autocast -k "not float64" --test-root DIR   # DIR/test_autocast.py
@@ -70,6 +71,9 @@ def parse_args(argv=None):
                         "thunder, torch and overlay patches; runs that did not finish are rerun")
     p.add_argument("--reuse-stock", action="store_true",
                    help="reuse the stock runs in OUT/raw of an earlier run with the same thunder, torch and selection")
+    p.add_argument("--stock-only", action="store_true",
+                   help="run the stock side only and compare nothing: stock's outcomes do not depend on the series, "
+                        "so they can be run ahead of it; a later run with --reuse-stock (or --resume) uses them")
     p.add_argument("--collect-only", action="store_true",
                    help="only collect, on both sides: tests per module, collection errors, shard sizes")
     p.add_argument("--test-root", default=None, metavar="DIR",
@@ -217,6 +221,22 @@ def check_sides(args, summary, metas):
         summary["infra_errors"].append(f"thunder version differs: stock {st.get('thunder')} overlay {ov.get('thunder')}")
 
 
+def stock_only(runner, eta, by_module):
+    """The stock side of every unit, saved in OUT/raw for a later --reuse-stock; nothing is compared."""
+    for module, units in by_module.items():
+        for unit in units:
+            r = runner.run(unit, "stock")
+            eta.finished((unit, "stock"), 0 if r["reused"] else r["seconds"], r["seconds"], r["total"])
+            how = f"reused from {r['reused']}" if r["reused"] else f"done in {report.fmt_time(r['seconds'])}"
+            c = outcomes.counts(r["results"])
+            print(f"  {unit.label} [stock] {how}: {r['total'] or 0} tests "
+                  + " ".join(f"{o}={n}" for o, n in c.items() if n) + f" (rc={r['returncode']})", flush=True)
+            if problem := infra_problem(r):
+                print(f"INFRA ERROR: {unit.label} [stock]: {problem}", flush=True)
+    print(f"stock side saved in {runner.raw_dir}: run the same selection with --reuse-stock to compare")
+    return 0
+
+
 def collect_only(args, runner, plan, out_dir):
     """Collects every module on both sides: tests per module, collection errors and the shard sizes."""
     result, bad = {}, []
@@ -271,7 +291,8 @@ def main(argv=None):
         return collect_only(args, runner, plan, out_dir)
 
     by_module = planning.units(plan, args.shard_counts)
-    tasks = [(u, side) for us in by_module.values() for u in us for side in SIDES]
+    tasks = [(u, side) for us in by_module.values() for u in us for side in SIDES
+             if side == "stock" or not args.stock_only]
     sources = [out_dir, *sorted((TOOLS / "results").glob(f"gate-{version}*")), *args.eta_from]
     known = report.history(sources, args.quick)
     runner.workers = {m: 0 for m in by_module
@@ -279,6 +300,8 @@ def main(argv=None):
                       < args.xdist_min_seconds}
     eta = report.Eta(tasks, known["seconds"], known["tests"])
     ticker = Ticker(runner, eta, args.progress)
+    if args.stock_only:
+        return stock_only(runner, eta, by_module)
     (out_dir / "modules").mkdir(exist_ok=True)
     head = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "quick": args.quick, "argv": sys.argv[1:],
             "thunder": version, "torch": runner.probes["stock"]["torch"], "complete": False}
