@@ -1,7 +1,9 @@
 """``thunder-overlay names``: which values stock thunder and the overlay name after the program's variables.
 
-Each side runs in its own process (THUNDER_OVERLAY=0, then 1) and reports the initial computation trace of
-every program it jits, symbol by symbol. Both traces are one program up to renaming, so aligning them symbol
+Each side runs in its own process and reports the initial computation trace of every program it jits, symbol
+by symbol. The stock side runs stock thunder with one patch of the series, the one that keeps a module's order
+of parameters: stock's order depends on the hash seed, and another order is another program, not another
+naming of it. Both traces are one program up to renaming, so aligning them symbol
 for symbol pairs each stock name with the overlay's name for the same value. The overlay side also reports,
 per value, every name the program bound it to, in binding order (frames of thunder's own modules bind
 nothing). Invariant I5, "never worse than stock": a value stock names after one of its bindings is named
@@ -18,9 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 CORPUS = "thunder_overlay.name_corpus"
 _MARK = "@@names "
@@ -33,7 +38,6 @@ _MARK = "@@names "
 def _load(target: str):
     import importlib
     import importlib.util
-    from pathlib import Path
 
     location, sep, attr = target.rpartition(":")
     if not sep or not location or not attr:
@@ -180,17 +184,20 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
-    import thunder.core.jit_ext  # noqa: F401  imported (and patched, unless the overlay is off) before status()
+    import thunder.core.jit_ext  # imported (and patched, unless the overlay is off) before status()
     import thunder_overlay
 
     state = thunder_overlay.status()["state"]
+    stats = getattr(thunder.core.jit_ext, "proxy_rename_stats", None)  # the overlay's series has it, stock not
     internal = None
     for target in targets:
+        skipped_before = stats["skipped_unequal_metadata"] if stats is not None else 0
         try:
             result = {"ok": True, **record(target, thunderfx)}
         except Exception as e:  # a program stock thunder cannot compile is a result, not a tool failure
             result = {"ok": False, "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
                       "traceback": traceback.format_exc()[-2000:]}
+        result["renames_skipped"] = stats["skipped_unequal_metadata"] - skipped_before if stats is not None else None
         if internal is None:
             internal = sorted(_thunder_local_names())
         print(_MARK + json.dumps({"target": target, "state": state, **result}), flush=True)
@@ -213,10 +220,11 @@ class Comparison:
     lost: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay none
     later: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay a later one
     internal: list[tuple[str, str]] = field(default_factory=list)  # stock a thunder-internal local
+    renames_skipped: int = 0  # overlay proxies that kept their name: metadata unequal to the bound proxy's
 
     @property
     def violations(self) -> int:
-        return len(self.lost) + len(self.later) + (1 if self.error else 0)
+        return len(self.lost) + len(self.later) + self.renames_skipped + (1 if self.error else 0)
 
 
 def _symbol_kind(name: str) -> str:
@@ -242,7 +250,7 @@ def _align(stock: dict, overlay: dict) -> dict[str, str]:
 
 
 def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -> Comparison:
-    result = Comparison(target)
+    result = Comparison(target, renames_skipped=overlay.get("renames_skipped") or 0)
     if not overlay["ok"]:
         result.error = f"overlay failed: {overlay['error']}"
         return result
@@ -290,8 +298,45 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
 HASH_SEED = "0"
 
 
-def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout: int = 3600) -> tuple[dict, set]:
+PATCHED_STATES = {"patched", "patched-unverified"}
+
+
+def _overlay_side_state() -> str:
+    code = "import thunder_overlay; print(thunder_overlay.status(import_thunder=False)['state'])"
+    env = dict(os.environ, THUNDER_OVERLAY="1")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else (
+        f"unknown: {proc.stderr.strip()[-300:]}")
+
+
+# The series' patch that keeps a module's order of parameters and buffers; it names nothing
+ORDER_PATCH = "jit-keep-the-module-s-order-of-parameters-and-buffers.patch"
+
+
+def order_only_series(folder: Path) -> Path | None:
+    """A copy of the patch directory in ``folder`` whose every series is the order patch alone, or None when a
+    series lacks it. Stock's order of ``module.parameters()`` under thunder.jit depends on the hash seed (a
+    set), the overlay's is the module's: stock with this one patch traces the program the overlay traces, with
+    stock's names."""
+    from thunder_overlay import config, manifest
+
+    source = Path(config.patches_dir()[0])
+    shutil.copy(source / config.MANIFEST, folder / config.MANIFEST)
+    for base in manifest.load(source):
+        order = [p for p in base.directory.glob(f"*-{ORDER_PATCH}")]
+        if len(order) != 1:
+            return None
+        (folder / base.name).mkdir()
+        shutil.copy(order[0], folder / base.name / order[0].name)
+        (folder / base.name / "series").write_text(order[0].name + "\n")
+    return folder
+
+
+def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout: int = 3600,
+             stock_patches: Path | None = None) -> tuple[dict, set]:
     env = dict(os.environ, THUNDER_OVERLAY="1" if overlay else "0", PYTHONWARNINGS="ignore")
+    if not overlay and stock_patches is not None:
+        env.update(THUNDER_OVERLAY="1", **{"THUNDER_OVERLAY_PATCHES": str(stock_patches)})
     env.setdefault("PYTHONHASHSEED", HASH_SEED)
     if env["PYTHONHASHSEED"] == "random":
         env["PYTHONHASHSEED"] = HASH_SEED
@@ -338,28 +383,42 @@ def print_table(comparisons: list[Comparison], out=sys.stdout) -> None:
             notes.append(f"earlier binding {_pairs(c.earlier)}")
         if c.gained:
             notes.append(f"gained {_pairs(c.gained[:6])}{' ...' if len(c.gained) > 6 else ''}")
+        if c.renames_skipped:
+            notes.append(f"RENAMES SKIPPED (unequal metadata) {c.renames_skipped}")
         if c.internal:
             notes.append(f"thunder locals removed {', '.join(sorted({s for s, _ in c.internal}))}")
         print(f"{name:<28} {c.stock_named:>6} {c.overlay_named:>7} {len(c.lost) + len(c.later):>5} "
               f"{len(c.internal):>8}  {'; '.join(notes)}", file=out)
     lost = sum(len(c.lost) + len(c.later) for c in comparisons)
     print(f"\n{len(comparisons)} programs: stock names {sum(c.stock_named for c in comparisons)} values after the "
-          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost", file=out)
+          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost; "
+          f"{sum(c.renames_skipped for c in comparisons)} renames skipped for unequal metadata", file=out)
 
 
 def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    print(f"names: {len(targets)} program(s), stock (THUNDER_OVERLAY=0) and overlay, one process each", flush=True)
-    with ThreadPoolExecutor(2) as pool:
-        stock_future = pool.submit(run_side, targets, False, thunderfx)
+    # What the overlay side's import would do, before minutes of tracing: status() without importing thunder
+    ahead = _overlay_side_state()
+    if ahead not in ("ready", "ready-unverified"):
+        print(f"the overlay side would not run patched (state {ahead}); see `THUNDER_OVERLAY=1 thunder-overlay status`",
+              file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="thunder-overlay-names-") as tmp, ThreadPoolExecutor(2) as pool:
+        order = order_only_series(Path(tmp))
+        print(f"names: {len(targets)} program(s), stock ("
+              + ("with only the series' module-order patch, so that both sides trace one program" if order else
+                 "THUNDER_OVERLAY=0") + ") and overlay, one process each", flush=True)
+        stock_future = pool.submit(run_side, targets, False, thunderfx, stock_patches=order)
         overlay_future = pool.submit(run_side, targets, True, thunderfx)
         (stock, stock_locals), (overlay, _) = stock_future.result(), overlay_future.result()
     states = {r.get("state") for r in overlay.values()}
-    if states != {"patched"}:
+    if not states <= PATCHED_STATES:
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
               "see `thunder-overlay status`", file=sys.stderr)
         return 2
+    if "patched-unverified" in states:
+        print("note: the overlay side ran patched-unverified (a base chosen with THUNDER_OVERLAY_BASE)")
     comparisons = []
     for target in targets:
         comparisons.append(compare(target, stock[target], overlay[target], stock_locals))
