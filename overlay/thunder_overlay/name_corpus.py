@@ -209,6 +209,18 @@ def no_grad_inference(x):
     return hidden
 
 
+_mixed = nn.Sequential(nn.Linear(2, 3), nn.LayerNorm(3), nn.Linear(3, 4))
+
+
+def parameters_in_order(x):
+    # An optimizer step or a weight-decay term iterates the parameters; here each one's position matters
+    penalty = x.sum() * 0
+    for position, parameter in enumerate(_mixed.parameters()):
+        weighted = parameter.sum() * (position + 1)
+        penalty = penalty + weighted
+    return x * penalty
+
+
 def with_grad(x, w):
     h = torch.tanh(x @ w)
     loss = (h * h).sum()
@@ -294,6 +306,10 @@ def user_names_like_generated_inputs():
 
 
 no_grad_inference_inputs = sequential_inputs
+
+
+def parameters_in_order_inputs():
+    return (_randn(2, 3),)
 
 
 def with_grad_inputs():
@@ -388,6 +404,7 @@ PROGRAMS = (
     "autograd_function",
     "user_names_like_generated",
     "no_grad_inference",
+    "parameters_in_order",
     "with_grad",
     "torch_autocast_region",
     "autocast_chain",
