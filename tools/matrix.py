@@ -1,9 +1,11 @@
 """Version matrix: every supported thunder release against the overlay, in one torch environment.
 
     python tools/matrix.py [--releases 0.2.1 0.2.3] [--no-tests | --test-releases 0.2.1] [--jobs 2] [--out tools/results]
+    python tools/matrix.py --releases main@1e22aacb1 --thunder-git ~/src/lightning-thunder
 
-For each release, ``pip install --no-deps --target tools/.releases/X lightning-thunder==X`` (once),
-then with ``PYTHONPATH`` pointing there: ``thunder-overlay status`` (is the series applied?),
+For each release, ``pip install --no-deps --target tools/.releases/X lightning-thunder==X`` (once); for
+``main@REV``, the ``thunder`` folder of REV from a lightning-thunder git checkout (``git archive``, once,
+under the ignored tools/.releases: never into the project). Then with ``PYTHONPATH`` pointing there: ``thunder-overlay status`` (is the series applied?),
 ``thunder-overlay verify`` (the reproducers, stock and overlay) and the overlay's own tests. Prints a
 release x check table and writes it as JSON.
 """
@@ -25,9 +27,18 @@ sys.path.insert(0, str(REPO / "overlay"))
 from thunder_overlay import manifest  # noqa: E402
 
 
-def install(release: str) -> Path:
+def install(release: str, thunder_git: Path | None = None) -> Path:
     target = RELEASES_DIR / release
-    if not (target / "thunder" / "core" / "jit_ext.py").is_file():
+    if (target / "thunder" / "core" / "jit_ext.py").is_file():
+        return target
+    if release.startswith("main@"):
+        if thunder_git is None:
+            raise SystemExit(f"{release} is a commit of upstream main: pass --thunder-git CHECKOUT")
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(thunder_git), "archive", release.partition("@")[2], "thunder"],
+                                 capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    else:
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
              "--target", str(target), f"lightning-thunder=={release}"],
@@ -52,9 +63,9 @@ def failed_tests(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
 
 
-def check_release(release: str, with_tests: bool, jobs: int = 0) -> dict:
+def check_release(release: str, with_tests: bool, jobs: int = 0, thunder_git: Path | None = None) -> dict:
     start = time.perf_counter()
-    target = install(release)
+    target = install(release, thunder_git)
     bindir = Path(sys.executable).parent
     row = {"release": release}
     code, out = run([str(bindir / "thunder-overlay"), "status"], target)
@@ -79,13 +90,18 @@ def main(argv=None) -> int:
     parser.add_argument("--test-releases", nargs="*", default=None, help="run the overlay's tests only for these")
     parser.add_argument("--jobs", type=int, default=0, help="pytest-xdist workers for the overlay's tests")
     parser.add_argument("--out", type=Path, default=REPO / "tools" / "results")
+    parser.add_argument("--thunder-git", type=Path, default=None,
+                        help="a lightning-thunder git checkout, for releases main@REV (default: those are left out)")
     args = parser.parse_args(argv)
 
+    releases = [r for r in args.releases if args.thunder_git or not r.startswith("main@")]
+    if skipped := sorted(set(args.releases) - set(releases)):
+        print(f"left out (no --thunder-git): {', '.join(skipped)}")
     rows = []
-    for i, release in enumerate(args.releases, start=1):
-        print(f"[{i}/{len(args.releases)}] thunder {release} ...", flush=True)
+    for i, release in enumerate(releases, start=1):
+        print(f"[{i}/{len(releases)}] thunder {release} ...", flush=True)
         with_tests = not args.no_tests and (args.test_releases is None or release in args.test_releases)
-        rows.append(check_release(release, with_tests, args.jobs))
+        rows.append(check_release(release, with_tests, args.jobs, args.thunder_git))
         print(f"    {rows[-1]}", flush=True)
         for line in rows[-1].get("failed", []):
             print(f"      {line}", flush=True)
