@@ -113,3 +113,28 @@ def test_switch_naming_no_series_is_refused_with_the_valid_names(shifted_tree):
     assert reason.startswith(f"{SWITCH}='9.9' names no patch series; valid names: ")
     for base in manifest.load():
         assert base.name in reason.split("valid names: ")[1]
+
+
+NAMES_PROGRAM = """
+import torch
+def f(x):
+    hidden = torch.tanh(x)
+    return hidden * 2
+def f_inputs():
+    return (torch.randn(2, 2),)
+"""
+
+
+def test_names_runs_on_an_unverified_base_and_refuses_at_once_without_it(shifted_tree, tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(NAMES_PROGRAM)
+    names = f"import sys; from thunder_overlay import cli; sys.exit(cli.main(['names', {str(program) + ':f'!r}]))"
+    env = {"PYTHONPATH": str(shifted_tree)}
+    refused = run_python(names, env=env, timeout=120)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "the overlay side would not run patched (state refused)" in refused.stderr
+    assert "names:" not in refused.stdout  # refused before any program was traced
+    unverified = run_python(names, env=dict(env, **{SWITCH: installed_base().name}), timeout=600)
+    assert unverified.returncode == 0, unverified.stdout + unverified.stderr
+    assert "note: the overlay side ran patched-unverified" in unverified.stdout
+    assert "0 lost" in unverified.stdout
