@@ -3,10 +3,9 @@
 Each side runs in its own process and reports the initial computation trace of every program it jits, symbol
 by symbol. The stock side runs stock thunder with one patch of the series, the one that keeps a module's order
 of parameters: stock's order depends on the hash seed, and another order is another program, not another
-naming of it. Both traces are one program up to renaming, so aligning them symbol
-for symbol pairs each stock name with the overlay's name for the same value. The overlay side also reports,
-per value, every name the program bound it to, in binding order (frames of thunder's own modules bind
-nothing). Invariant I5, "never worse than stock": a value stock names after one of its bindings is named
+naming of it. Both traces are one program up to renaming, so aligning them symbol for symbol pairs each stock
+name with the overlay's name for the same value. The overlay side also reports, per value, every name the
+program bound it to, in binding order (frames of thunder's own modules bind nothing). Invariant I5, "never worse than stock": a value stock names after one of its bindings is named
 after one of its bindings by the overlay too, the same one or an earlier one that stock could not use.
 
 A target is ``path/to/file.py:NAME`` or ``package.module:NAME``: the function or ``torch.nn.Module`` to jit.
@@ -336,7 +335,9 @@ def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout
              stock_patches: Path | None = None) -> tuple[dict, set]:
     env = dict(os.environ, THUNDER_OVERLAY="1" if overlay else "0", PYTHONWARNINGS="ignore")
     if not overlay and stock_patches is not None:
-        env.update(THUNDER_OVERLAY="1", **{"THUNDER_OVERLAY_PATCHES": str(stock_patches)})
+        # its own bytecode cache, so that the user's cached patched module stays the full series'
+        env.update(THUNDER_OVERLAY="1", THUNDER_OVERLAY_PATCHES=str(stock_patches),
+                   THUNDER_OVERLAY_CACHE_DIR=str(stock_patches / "cache"))
     env.setdefault("PYTHONHASHSEED", HASH_SEED)
     if env["PYTHONHASHSEED"] == "random":
         env["PYTHONHASHSEED"] = HASH_SEED
