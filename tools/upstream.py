@@ -9,18 +9,21 @@ with the first 1, 2, ... patches of the series (a THUNDER_OVERLAY_PATCHES folder
 ``--keep DIR`` leaves the patched test modules there (for ``tools/gate.py --test-root DIR``).
 
 ``git``: in a temporary worktree of CHECKOUT at REV (never inside this project), ``git am`` applies the whole
-series (no three-way merge), ``ruff format --check`` and ``ruff check`` run on the files it changes with the
-checkout's own configuration, and the added tests run against the checkout's thunder at REV and after each
-commit of the series (PYTHONPATH=worktree, overlay off), with the pinned torch of this environment.
+series (no three-way merge), and at every commit of the series the checkout's pinned style tools (``ruff
+format --check`` and ``ruff check`` from 0.2.4 on, ``black --check`` before; installed once into the user's
+cache) check the files that commit changes, with the checkout's configuration. The added tests run against
+the checkout's thunder at REV and after each commit (PYTHONPATH=worktree, overlay off), with the pinned torch
+of this environment.
 
 Both print one row per added test and one column per step. Every added test must fail on stock thunder,
 pass once the patch that adds it is applied, and keep passing with each later patch. Exit status 0 when that
-holds (and, for ``git``, ``git am`` and ruff succeed), 1 when not, 2 on a usage or set-up error.
+holds (and, for ``git``, ``git am`` and the style checks succeed), 1 when not, 2 on a usage or set-up error.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -157,14 +160,96 @@ def git(checkout: Path, *args: str, check: bool = True) -> subprocess.CompletedP
     return proc
 
 
-def pinned_ruff(worktree: Path) -> str | None:
+def pinned_formatter(worktree: Path) -> tuple[str, str]:
+    """The formatter the checkout's pre-commit pins, as (tool, version): ruff on 0.2.4 and later, black before
+    (where the ruff hook is commented out)."""
     pre_commit = worktree / ".pre-commit-config.yaml"
-    match = re.search(r"ruff-pre-commit\s*\n\s*rev:\s*v?([\w.]+)", pre_commit.read_text()) if pre_commit.is_file() else None
-    return match.group(1) if match else None
+    text = pre_commit.read_text() if pre_commit.is_file() else ""
+    for tool, pattern in (("ruff", r"^\s*- repo: \S*ruff-pre-commit\s*\n\s*rev:\s*v?([\w.]+)"),
+                          ("black", r"^\s*- repo: \S*psf/black\s*\n\s*rev:\s*v?([\w.]+)")):
+        if match := re.search(pattern, text, re.M):
+            return tool, match.group(1)
+    raise SystemExit(f"{pre_commit} pins neither ruff nor black")
+
+
+def pinned_tool(tool: str, version: str) -> Path:
+    """A folder with ``tool==version`` installed (pip --target), kept in the user's cache for later runs."""
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "thunder-overlay" / "tools" / f"{tool}-{version}"
+    if not (folder / ".complete").is_file():
+        print(f"installing {tool}=={version} (the checkout's pre-commit pin) into {folder}", flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(folder), f"{tool}=={version}"],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(f"cannot install {tool}=={version}: {proc.stderr.strip()[-1000:]}")
+        (folder / ".complete").write_text("")
+    return folder
+
+
+def style_commands(worktree: Path) -> tuple[str, list[tuple[str, list[str], list[str]]], dict[str, str]]:
+    """How the checkout's pre-commit checks style: (tool, [(what, check command, report command)], env), without
+    files. A report lists findings one per line (a formatter's diff, a linter's concise output)."""
+    tool, version = pinned_formatter(worktree)
+    folder = pinned_tool(tool, version)
+    env = dict(os.environ, PYTHONPATH=str(folder))
+    if tool == "ruff":
+        ruff = str(folder / "bin" / "ruff")
+        return f"ruff {version}", [("format --check", [ruff, "format", "--check"], [ruff, "format", "--diff"]),
+                                   ("check", [ruff, "check"], [ruff, "check", "--output-format", "concise"])], env
+    black = [sys.executable, "-m", "black", "--quiet"]
+    return f"black {version}", [("--check", [*black, "--check"], [*black, "--diff"])], env
+
+
+def style_clean(worktree: Path, commit: str, label: str, style) -> bool:
+    """The checkout's pinned formatter (and ruff's linter where it pins ruff), with the checkout's configuration,
+    on the files the commit changes as they are at that commit: a later commit must not be what makes an earlier
+    one pass. Where a file is faulted already before the commit (0.2.1's jit_ext.py under black), only findings
+    the commit adds count."""
+    name, commands, env = style
+    changed = [p for p in git(worktree, "diff", "--name-only", f"{commit}~1", commit).stdout.split() if p.endswith(".py")]
+    ok = True
+    for what, check, report in commands:
+        proc = subprocess.run([*check, *changed], cwd=worktree, env=env, capture_output=True, text=True)
+        added = [] if proc.returncode == 0 else findings_added(worktree, commit, report, changed, env)
+        print(f"  [{label}] {name} {what} on {len(changed)} files: "
+              + ("ok" if not added else "FAILED\n  " + "\n  ".join(added[:40])), flush=True)
+        ok &= not added
+    return ok
+
+
+def findings_added(worktree: Path, commit: str, report: list[str], files: list[str], env) -> list[str]:
+    """The lines of the tool's report on the files at ``commit`` that its report at the parent lacks (numbers
+    masked, so that moved lines match). A file the commit adds counts whole."""
+    def findings(rev: str) -> set[str]:
+        with tempfile.TemporaryDirectory() as tmp:
+            for config in ("pyproject.toml", "setup.cfg", "ruff.toml", ".ruff.toml"):
+                if (worktree / config).is_file():
+                    shutil.copy(worktree / config, Path(tmp) / config)
+            present = []
+            for path in files:
+                shown = git(worktree, "show", f"{rev}:{path}", check=False)
+                if shown.returncode == 0:
+                    (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+                    (Path(tmp) / path).write_text(shown.stdout)
+                    present.append(path)
+            proc = subprocess.run([*report, *present], cwd=tmp, env=env, capture_output=True, text=True) if present else None
+            out = (proc.stdout + proc.stderr).splitlines() if proc else []
+            return {re.sub(r"\d+", "N", line) for line in out
+                    if (line[:1] in "+-" and line[:3] not in ("+++", "---")) or re.match(r"\S+\.py:\d+:\d+: ", line)}
+    return sorted(findings(commit) - findings(f"{commit}~1"))
 
 
 def on_git(args) -> int:
     checkout = Path(args.thunder_git).resolve()
+    if args.series is None:
+        text = git(checkout, "show", f"{args.rev}:{manifest.TARGET_PATH}").stdout
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        base = next((b for b in manifest.load() if b.sha256 == sha), None)
+        if base is None:
+            print(f"{args.rev}'s {manifest.TARGET_PATH} (sha256 {sha}) is no base of the manifest: pass --series",
+                  file=sys.stderr)
+            return 2
+        args.series = base.name
     series_dir = Path(config.patches_dir()[0]) / args.series
     if not (series_dir / "series").is_file():
         print(f"no series {args.series} (patches/{args.series}/series)", file=sys.stderr)
@@ -186,17 +271,7 @@ def on_git(args) -> int:
             if am.returncode:
                 git(worktree, "am", "--abort", check=False)
                 return 1
-            changed = git(worktree, "diff", "--name-only", rev, "HEAD").stdout.split()
-            pinned = pinned_ruff(worktree)
-            version = subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True, text=True).stdout.split()[-1]
-            if pinned and pinned != version:
-                print(f"ruff {version} is installed, the checkout's pre-commit pins {pinned}: install that one")
-                ok = False
-            for what in (["format", "--check"], ["check"]):
-                proc = subprocess.run([sys.executable, "-m", "ruff", *what, *changed], cwd=worktree, capture_output=True, text=True)
-                print(f"ruff {' '.join(what)} ({version}, the checkout's configuration): "
-                      + ("ok" if proc.returncode == 0 else "FAILED\n" + proc.stdout + proc.stderr))
-                ok &= proc.returncode == 0
+            style = style_commands(worktree)
             test_dir = tmp / "tests"
             test_dir.mkdir()
             for path in test_paths(patches):
@@ -211,6 +286,8 @@ def on_git(args) -> int:
             for k, commit in enumerate([rev, *commits]):
                 git(worktree, "checkout", "-q", "--detach", commit)
                 label = "stock" if k == 0 else f"+{Path(patches[k - 1].name).name[:4]}"
+                if k:
+                    ok &= style_clean(worktree, commit, label, style)
                 steps.append(Step(label, env))
                 results[label] = run_tests(test_dir, names, env, label)
             ok &= verdict({Path(k).name: v for k, v in added.items()}, steps, results)
@@ -229,7 +306,8 @@ def main() -> int:
     tree = sub.add_parser("git", help="a thunder git checkout: git am, ruff, and the added tests commit by commit")
     tree.add_argument("--thunder-git", required=True, metavar="CHECKOUT", help="a lightning-thunder git checkout")
     tree.add_argument("--rev", default="main", help="the revision to apply the series to (default: main)")
-    tree.add_argument("--series", default="0.2.6", help="which series of patches/ to apply (default: 0.2.6)")
+    tree.add_argument("--series", default=None, help="which series of patches/ to apply (default: the base whose "
+                      "jit_ext.py sha256 REV has)")
     tree.set_defaults(func=on_git)
     args = parser.parse_args()
     return args.func(args)
