@@ -17,13 +17,8 @@ pytestmark = requires_overlay
 @pytest.fixture(scope="module")
 def corpus():
     """Both sides' records of every corpus program, and the comparison of each."""
-    from concurrent.futures import ThreadPoolExecutor
-
     targets = names.corpus_targets()
-    with ThreadPoolExecutor(2) as pool:
-        stock_future = pool.submit(names.run_side, targets, False)
-        overlay_future = pool.submit(names.run_side, targets, True)
-        (stock, thunder_locals), (overlay, _) = stock_future.result(), overlay_future.result()
+    stock, thunder_locals, overlay = names.run_both(targets)
     comparisons = {t.rpartition(":")[2]: names.compare(t, stock[t], overlay[t], thunder_locals) for t in targets}
     return stock, overlay, comparisons
 

@@ -396,23 +396,30 @@ def print_table(comparisons: list[Comparison], out=sys.stdout) -> None:
           f"{sum(c.renames_skipped for c in comparisons)} renames skipped for unequal metadata", file=out)
 
 
-def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
+def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False) -> tuple[dict, set, dict]:
+    """Both sides at once: (stock's records, stock's thunder locals, the overlay's records)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    with tempfile.TemporaryDirectory(prefix="thunder-overlay-names-") as tmp, ThreadPoolExecutor(2) as pool:
+        order = order_only_series(Path(tmp))
+        if announce:
+            print(f"names: {len(targets)} program(s), stock ("
+                  + ("with only the series' module-order patch, so that both sides trace one program" if order else
+                     "THUNDER_OVERLAY=0") + ") and overlay, one process each", flush=True)
+        stock_future = pool.submit(run_side, targets, False, thunderfx, stock_patches=order)
+        overlay_future = pool.submit(run_side, targets, True, thunderfx)
+        (stock, stock_locals), (overlay, _) = stock_future.result(), overlay_future.result()
+    return stock, stock_locals, overlay
+
+
+def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
     # What the overlay side's import would do, before minutes of tracing: status() without importing thunder
     ahead = _overlay_side_state()
     if ahead not in ("ready", "ready-unverified"):
         print(f"the overlay side would not run patched (state {ahead}); see `THUNDER_OVERLAY=1 thunder-overlay status`",
               file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="thunder-overlay-names-") as tmp, ThreadPoolExecutor(2) as pool:
-        order = order_only_series(Path(tmp))
-        print(f"names: {len(targets)} program(s), stock ("
-              + ("with only the series' module-order patch, so that both sides trace one program" if order else
-                 "THUNDER_OVERLAY=0") + ") and overlay, one process each", flush=True)
-        stock_future = pool.submit(run_side, targets, False, thunderfx, stock_patches=order)
-        overlay_future = pool.submit(run_side, targets, True, thunderfx)
-        (stock, stock_locals), (overlay, _) = stock_future.result(), overlay_future.result()
+    stock, stock_locals, overlay = run_both(targets, thunderfx, announce=True)
     states = {r.get("state") for r in overlay.values()}
     if not states <= PATCHED_STATES:
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
