@@ -98,6 +98,7 @@ def main(argv=None) -> int:
     if skipped := sorted(set(args.releases) - set(releases)):
         print(f"left out (no --thunder-git): {', '.join(skipped)}")
     rows = []
+    args.out.mkdir(parents=True, exist_ok=True)
     for i, release in enumerate(releases, start=1):
         print(f"[{i}/{len(releases)}] thunder {release} ...", flush=True)
         with_tests = not args.no_tests and (args.test_releases is None or release in args.test_releases)
@@ -105,14 +106,14 @@ def main(argv=None) -> int:
         print(f"    {rows[-1]}", flush=True)
         for line in rows[-1].get("failed", []):
             print(f"      {line}", flush=True)
+        # Written after every release, so that a run stopped part-way keeps the rows it finished
+        result = {"date": date.today().isoformat(), "python": sys.version.split()[0], "rows": rows}
+        (args.out / "matrix.json").write_text(json.dumps(result, indent=2) + "\n")
 
     columns = ["release", "applied", "reproducers", "tests", "seconds"]
     print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(str(row.get(c, "not run")) for c in columns) + " |")
-    args.out.mkdir(parents=True, exist_ok=True)
-    result = {"date": date.today().isoformat(), "python": sys.version.split()[0], "rows": rows}
-    (args.out / "matrix.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1
 
 
