@@ -186,7 +186,8 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
     import thunder.core.jit_ext  # imported (and patched, unless the overlay is off) before status()
     import thunder_overlay
 
-    state = thunder_overlay.status()["state"]
+    status = thunder_overlay.status()
+    state, patches = status["state"], status.get("patches") or []
     stats = getattr(thunder.core.jit_ext, "proxy_rename_stats", None)  # the overlay's series has it, stock not
     internal = None
     for target in targets:
@@ -199,7 +200,7 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
         result["renames_skipped"] = stats["skipped_unequal_metadata"] - skipped_before if stats is not None else None
         if internal is None:
             internal = sorted(_thunder_local_names())
-        print(_MARK + json.dumps({"target": target, "state": state, **result}), flush=True)
+        print(_MARK + json.dumps({"target": target, "state": state, "patches": patches, **result}), flush=True)
     print(_MARK + json.dumps({"thunder_locals": internal or []}), flush=True)
 
 
