@@ -10,12 +10,8 @@ BENCH = Path(__file__).resolve().parent
 
 
 def hash_seed() -> str:
-    """The hash seed both sides run with: the parent's ``PYTHONHASHSEED``, else 0.
-
-    Counts of instructions and calls depend on it (the order of sets and dicts keyed by strings): the first
-    call of seed946-retrace executed 746.8 and 750.8 million instructions on stock and overlay with two random
-    seeds, 745.1 and 744.9 million with seed 0 on both.
-    """
+    """The hash seed both sides run with: the parent's ``PYTHONHASHSEED``, else 0. Counts of instructions and
+    calls depend on it (the order of sets and dicts keyed by strings), so the two sides must share it."""
     seed = os.environ.get("PYTHONHASHSEED", "")
     return seed if seed.isdigit() else "0"
 

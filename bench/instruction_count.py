@@ -11,8 +11,8 @@ jit with the torch executor: what the benchmark's ``compile`` of ``cpu-torch`` m
 every instruction of that call in user space, Python interpreter, torch and garbage collection
 included; objects from before the call are frozen (``gc.freeze``), so no full collection of torch and
 thunder lands in one side's count by chance. Both sides run with one hash seed (the parent's
-``PYTHONHASHSEED``, else 0). A count still moves from run to run, by 0.2-1.3% for a small workload like
-seed946-retrace (thunder's own work varies, stock's too): ``--runs N`` runs N pairs and reports the medians
+``PYTHONHASHSEED``, else 0). A count still moves from run to run, by about 1% for a small workload like
+seed946-retrace and 0.1% for nanogpt, stock's as much as the overlay's: ``--runs N`` runs N pairs and reports the medians
 and their spread. About 5 minutes per litgpt-sized workload here.
 """
 
