@@ -73,16 +73,37 @@ def installed_site() -> Path:
 
 
 def installed_dist_info() -> Path:
-    (dist,) = installed_site().glob("lightning_thunder-*.dist-info")
+    """The dist-info of the thunder under test; skips the test where it has none (a source tree, like upstream
+    main from git on PYTHONPATH, which the version matrix tests)."""
+    found = list(installed_site().glob("lightning_thunder-*.dist-info"))
+    if not found:
+        pytest.skip(f"the thunder under test ({installed_site()}) has no distribution metadata")
+    (dist,) = found
     return dist
+
+
+def installed_form() -> str:
+    """How ``status`` describes the install of the thunder under test: ``wheel (...)``, or ``source tree ...``
+    where it has no dist-info (upstream main from git on PYTHONPATH)."""
+    return "wheel (" if list(installed_site().glob("lightning_thunder-*.dist-info")) else "source tree ("
+
+
+def installed_base(patches_dir: Path | None = None):
+    """The manifest's base of the thunder under test, found as the engine finds it: by the file's bytes."""
+    import hashlib
+
+    from thunder_overlay import manifest
+
+    jit_ext = installed_site() / "thunder" / "core" / "jit_ext.py"
+    return manifest.base_for_sha256(manifest.load(patches_dir), hashlib.sha256(jit_ext.read_bytes()).hexdigest())
 
 
 def copy_thunder(target: Path, *, dist_info: bool = True) -> Path:
     """A copy of the installed thunder package (without its tests; its bytecode kept, still valid since
-    copytree keeps modification times) and, unless told not to, its dist-info, in ``target``."""
+    copytree keeps modification times) and, unless told not to or it has none, its dist-info, in ``target``."""
     shutil.copytree(installed_site() / "thunder", target / "thunder", ignore=shutil.ignore_patterns("tests"))
-    if dist_info:
-        shutil.copytree(installed_dist_info(), target / installed_dist_info().name)
+    for dist in installed_site().glob("lightning_thunder-*.dist-info") if dist_info else ():
+        shutil.copytree(dist, target / dist.name)
     return target
 
 

@@ -3,12 +3,11 @@ PYTHONPATH, a real editable install, two dist-info folders side by side, a local
 real copy of the installed thunder, imported in a fresh process."""
 
 import base64
-import hashlib
 import shutil
 import subprocess
 import sys
 
-from conftest import IMPORT_AND_STATUS, copy_thunder, installed_dist_info, last_json, run_python
+from conftest import IMPORT_AND_STATUS, copy_thunder, installed_base, installed_dist_info, last_json, run_python
 from thunder_overlay import manifest
 
 
@@ -16,11 +15,6 @@ def import_from(directory) -> dict:
     out = last_json(run_python(IMPORT_AND_STATUS, env={"PYTHONPATH": str(directory)}))
     assert out["file"].startswith(str(directory)), "the copy, not the installed thunder, was imported"
     return out
-
-
-def installed_base() -> manifest.Base:
-    jit_ext = installed_dist_info().parent / "thunder" / "core" / "jit_ext.py"
-    return manifest.base_for_sha256(manifest.load(), hashlib.sha256(jit_ext.read_bytes()).hexdigest())
 
 
 def assert_patched_known(out: dict) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from thunder_overlay import manifest
 from thunder_overlay.patchset import PatchApplyError, PatchError, apply_series, parse_patch, read_series
 
-from conftest import PATCHES
+from conftest import PATCHES, installed_base
 
 BASES = manifest.load(PATCHES)
 # DEP-3's required fields (Bug only where an upstream report exists)
@@ -20,12 +20,6 @@ def installed_jit_ext() -> Path:
     import importlib.util
 
     return Path(importlib.util.find_spec("thunder").origin).parent / "core" / "jit_ext.py"
-
-
-def installed_base():
-    import importlib.metadata
-
-    return manifest.base_for(BASES, importlib.metadata.version("lightning-thunder"))
 
 
 @pytest.mark.parametrize("base", BASES, ids=lambda b: b.directory.name)

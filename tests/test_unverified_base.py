@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IMPORT_AND_STATUS, JIT_STILL_WORKS, copy_thunder, last_json, run_python
+from conftest import IMPORT_AND_STATUS, JIT_STILL_WORKS, copy_thunder, installed_base, last_json, run_python
 from thunder_overlay import manifest
 
 SWITCH = "THUNDER_OVERLAY_BASE"
-
-
-def installed_base() -> manifest.Base:
-    import importlib.util
-
-    jit_ext = Path(importlib.util.find_spec("thunder").origin).parent / "core" / "jit_ext.py"
-    return manifest.base_for_sha256(manifest.load(), hashlib.sha256(jit_ext.read_bytes()).hexdigest())
 
 
 def a_context_line_of_a_hunk(text: str) -> str:
