@@ -72,10 +72,19 @@ def installed_site() -> Path:
     return Path(importlib.util.find_spec("thunder").origin).parents[1]
 
 
+def installed_jit_ext() -> Path:
+    return installed_site() / "thunder" / "core" / "jit_ext.py"
+
+
+def installed_dist_infos() -> list[Path]:
+    """The dist-info folders beside the thunder under test: one for an install, none for a source tree (like
+    upstream main from git on PYTHONPATH, which the version matrix tests)."""
+    return list(installed_site().glob("lightning_thunder-*.dist-info"))
+
+
 def installed_dist_info() -> Path:
-    """The dist-info of the thunder under test; skips the test where it has none (a source tree, like upstream
-    main from git on PYTHONPATH, which the version matrix tests)."""
-    found = list(installed_site().glob("lightning_thunder-*.dist-info"))
+    """The dist-info of the thunder under test; skips the test where it has none."""
+    found = installed_dist_infos()
     if not found:
         pytest.skip(f"the thunder under test ({installed_site()}) has no distribution metadata")
     (dist,) = found
@@ -85,7 +94,7 @@ def installed_dist_info() -> Path:
 def installed_form() -> str:
     """How ``status`` describes the install of the thunder under test: ``wheel (...)``, or ``source tree ...``
     where it has no dist-info (upstream main from git on PYTHONPATH)."""
-    return "wheel (" if list(installed_site().glob("lightning_thunder-*.dist-info")) else "source tree ("
+    return "wheel (" if installed_dist_infos() else "source tree ("
 
 
 def installed_base(patches_dir: Path | None = None):
@@ -94,15 +103,15 @@ def installed_base(patches_dir: Path | None = None):
 
     from thunder_overlay import manifest
 
-    jit_ext = installed_site() / "thunder" / "core" / "jit_ext.py"
-    return manifest.base_for_sha256(manifest.load(patches_dir), hashlib.sha256(jit_ext.read_bytes()).hexdigest())
+    sha256 = hashlib.sha256(installed_jit_ext().read_bytes()).hexdigest()
+    return manifest.base_for_sha256(manifest.load(patches_dir), sha256)
 
 
 def copy_thunder(target: Path, *, dist_info: bool = True) -> Path:
     """A copy of the installed thunder package (without its tests; its bytecode kept, still valid since
     copytree keeps modification times) and, unless told not to or it has none, its dist-info, in ``target``."""
     shutil.copytree(installed_site() / "thunder", target / "thunder", ignore=shutil.ignore_patterns("tests"))
-    for dist in installed_site().glob("lightning_thunder-*.dist-info") if dist_info else ():
+    for dist in installed_dist_infos() if dist_info else ():
         shutil.copytree(dist, target / dist.name)
     return target
 

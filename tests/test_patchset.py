@@ -9,17 +9,11 @@ import pytest
 from thunder_overlay import manifest
 from thunder_overlay.patchset import PatchApplyError, PatchError, apply_series, parse_patch, read_series
 
-from conftest import PATCHES, installed_base
+from conftest import PATCHES, installed_base, installed_jit_ext
 
 BASES = manifest.load(PATCHES)
 # DEP-3's required fields (Bug only where an upstream report exists)
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update")
-
-
-def installed_jit_ext() -> Path:
-    import importlib.util
-
-    return Path(importlib.util.find_spec("thunder").origin).parent / "core" / "jit_ext.py"
 
 
 @pytest.mark.parametrize("base", BASES, ids=lambda b: b.directory.name)
