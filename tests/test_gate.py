@@ -74,6 +74,18 @@ MODULES = {
         def test_ok():
             pass
     """,
+    # what thunder's CUDA-only modules look like on CPU: every test skips, or -k "not cuda" selects none
+    "test_needs_gpu": """
+        import pytest
+
+        @pytest.mark.skip(reason="requires CUDA")
+        def test_kernel():
+            pass
+    """,
+    "test_only_cuda_names": """
+        def test_cuda_kernel():
+            pass
+    """,
     # collects on neither side, with a message of several lines as pytest's parametrize errors have
     "test_never_collects": """
         import pytest
@@ -129,7 +141,7 @@ def test_outcomes_compared_per_test_id_and_regressions_confirmed(root):
     msgs = {e["id"]: e["msg"] for e in found["regressions"]}
     assert "the overlay breaks this" in msgs["test_tiny.py::test_regress"]
     assert "Timeout (>2.0s) from pytest-timeout" in msgs["test_tiny.py::test_slow_with_overlay"]
-    assert found["other_changes"] == []
+    assert found["other_changes"] == [] and found["identical"] == 47 - 4
 
     again = both_sides(runner, unit, ids=[e["id"] for e in found["regressions"]])
     assert again["stock"]["total"] == 3  # only the regressed tests ran again
@@ -264,7 +276,7 @@ def test_discovers_the_modules_thunder_ships():
 def test_command_end_to_end_with_resume_and_report(root):
     out = root.parent / "out"
     cmd = [sys.executable, str(TOOLS / "gate.py"), "--test-root", str(root), "--out", str(out), "-n", "0",
-           "--timeout", "2", "--modules", "test_tiny", "test_never_collects", "-k", "not slow", "--markdown"]
+           "--timeout", "2", "--modules", "test_tiny", "test_never_collects", "test_needs_gpu", "test_only_cuda_names", "-k", "not slow", "--markdown"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 1, first.stdout + first.stderr  # test_regress is a regression
     (summary_file,) = out.glob("gate-*.json")
@@ -276,16 +288,22 @@ def test_command_end_to_end_with_resume_and_report(root):
     tiny = json.loads((out / "modules" / "test_tiny.json").read_text())
     assert tiny["stock"]["tests"] == tiny["overlay"]["tests"] == 46
     assert (tiny["stock"]["passed"], tiny["overlay"]["passed"], tiny["overlay"]["failed"]) == (43, 42, 2)
+    # test_regress, test_flaky_with_overlay and test_improve differ; test_needs_gpu's one test skips
+    assert summary["totals"] == {"modules": 4, "modules_with_tests": 2, "modules_without_tests": 1,
+                                 "modules_all_skipped": 1, "not_collectable": 1,
+                                 "tests": {"stock": 47, "overlay": 47}, "identical": 47 - 3,
+                                 "seconds": summary["totals"]["seconds"]}
+    assert "47 stock / 47 overlay, 44 ids with one outcome on both sides" in first.stdout
     assert {p.suffix for p in (out / "raw").iterdir()} == {".jsonl", ".log", ".ids"}  # raw output only in raw/
     assert "| test_tiny | 46 / 46 | 43 / 42 | 1 / 2 |" in first.stdout
     assert "| test_never_collects | not collectable on both sides: test_never_collects.py::test_x:" in first.stdout
     known = report.history([out], quick=False)  # what a later run takes for its ETA and --xdist-min-seconds
-    assert known["tests"] == {"test_tiny": 46, "test_never_collects": 0}
+    assert known["tests"] == {"test_tiny": 46, "test_never_collects": 0, "test_needs_gpu": 1, "test_only_cuda_names": 0}
     assert known["seconds"][("test_tiny", "overlay")] == tiny["overlay"]["seconds"] > 0
 
     (root / "flaky-seen").unlink()  # the overlay side would fail it again if it ran again: it must not run
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 1 and resumed.stdout.count("reused from") == 4, resumed.stdout
+    assert resumed.returncode == 1 and resumed.stdout.count("reused from") == 8, resumed.stdout
     assert json.loads((out / "modules" / "test_tiny.json").read_text())["regressions"] == tiny["regressions"]
 
     shown = subprocess.run([sys.executable, str(TOOLS / "gate.py"), "--report", str(out)], capture_output=True,

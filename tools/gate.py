@@ -121,6 +121,7 @@ def print_report(folder):
           f"{'complete' if summary.get('complete') else 'INCOMPLETE'}\n")
     print(report.markdown_table(summary))
     print(report.entries_text(summary))
+    print("\n" + report.totals_text(summary))
     return 0
 
 
@@ -331,6 +332,7 @@ def main(argv=None):
     if args.markdown:
         print("\n" + report.markdown_table(summary))
     summary_path.write_text(json.dumps(summary, indent=1) + "\n")
+    print("\n" + report.totals_text(summary))
     verdict = "FAILED" if summary["regressions"] else "PASSED"
     print(f"\ngate {verdict}: {len(summary['regressions'])} regressions, {len(summary['improvements'])} improvements, "
           f"{len(summary['allowlisted'])} allowlisted, {len(summary['flaky'])} flaky, "

@@ -120,8 +120,9 @@ def outcome_of(results, tid):
 def compare(module, stock, overlay, allow):
     """Stock vs overlay side of one module (each {results, collect_errors}). Returns a dict of entry lists:
     regressions (pass -> failed/error/timeout/crashed/missing, and a collection error overlay has and stock
-    has not), allowlisted, improvements, other_changes. Regressions are not yet confirmed (see confirm())."""
-    found = {"regressions": [], "allowlisted": [], "improvements": [], "other_changes": []}
+    has not), allowlisted, improvements, other_changes; and 'identical', the number of test ids with one
+    outcome on both sides. Regressions are not yet confirmed (see confirm())."""
+    found = {"regressions": [], "allowlisted": [], "improvements": [], "other_changes": [], "identical": 0}
 
     def add(key, entry):
         if key == "regressions" and entry["id"] in allow:
@@ -141,7 +142,10 @@ def compare(module, stock, overlay, allow):
     st, ov = stock["results"], overlay["results"]
     for tid in sorted(st.keys() | ov.keys()):
         a, b = outcome_of(st, tid), outcome_of(ov, tid)
-        if a == b or (a == "missing" and "stock" in skip_missing) or (b == "missing" and "overlay" in skip_missing):
+        if a == b:
+            found["identical"] += 1
+            continue
+        if (a == "missing" and "stock" in skip_missing) or (b == "missing" and "overlay" in skip_missing):
             continue
         entry = {"module": module, "id": tid, "stock": a, "overlay": b,
                  "msg": ov.get(tid, {}).get("msg") or st.get(tid, {}).get("msg", "")}

@@ -51,6 +51,7 @@ def module_summary(module, unit_runs, found, meta):
                              for i in range(count)]
     for key in LISTS + ["infra_errors"]:
         summary[key] = found.get(key, [])
+    summary["identical"] = found.get("identical", 0)
     return summary
 
 
@@ -58,13 +59,44 @@ def overall(modules, head):
     """Module summaries -> the overall summary (per module counts and every listed entry, module by module)."""
     out = {**head, "modules": {}, "not_collectable": {}, **{k: [] for k in LISTS + ["infra_errors"]}}
     for name, m in modules.items():
-        out["modules"][name] = {"stock": m["stock"], "overlay": m["overlay"],
+        out["modules"][name] = {"stock": m["stock"], "overlay": m["overlay"], "identical": m.get("identical"),
                                 **{k: len(m[k]) for k in ("regressions", "improvements", "flaky")}}
         if m["stock"]["collect"] == "not collectable" or m["overlay"]["collect"] == "not collectable":
             out["not_collectable"][name] = {s: m[s].get("collect_reason") for s in ("stock", "overlay")}
         for key in LISTS + ["infra_errors"]:
             out[key] += m[key]
+    out["totals"] = totals(out)
     return out
+
+
+def totals(summary):
+    """The run in numbers: modules (with tests on CPU, collecting no test, every test skipped, not collectable),
+    tests and seconds per side, and test ids with one outcome on both sides (None where an older summary lacks
+    the per-module count)."""
+    mods = summary["modules"].values()
+    sides = ("stock", "overlay")
+    ran = [m for m in mods if any(m[s].get("tests") for s in sides)]
+    identical = [m.get("identical") for m in mods]
+    return {
+        "modules": len(summary["modules"]),
+        "modules_with_tests": len(ran),
+        "modules_without_tests": sum(1 for m in mods if not any(m[s].get("tests") for s in sides)
+                                     and all(m[s]["collect"] == "ok" for s in sides)),
+        "modules_all_skipped": sum(1 for m in ran if all(m[s]["skipped"] == m[s]["tests"] for s in sides)),
+        "not_collectable": len(summary["not_collectable"]),
+        "tests": {s: sum(m[s].get("tests") or 0 for m in mods) for s in sides},
+        "seconds": {s: round(sum(m[s].get("seconds") or 0 for m in mods)) for s in sides},
+        "identical": None if None in identical else sum(identical),
+    }
+
+
+def totals_text(summary):
+    t = summary.get("totals") or totals(summary)
+    same = "?" if t["identical"] is None else t["identical"]
+    return (f"{t['modules']} modules: {t['modules_with_tests']} with tests on CPU ({t['modules_all_skipped']} of them "
+            f"skip every test), {t['modules_without_tests']} select no test, {t['not_collectable']} not collectable; "
+            f"tests {t['tests']['stock']} stock / {t['tests']['overlay']} overlay, {same} ids with one outcome on both "
+            f"sides; pytest time {fmt_time(t['seconds']['stock'])} stock / {fmt_time(t['seconds']['overlay'])} overlay")
 
 
 def console_table(summary):
