@@ -304,6 +304,7 @@ def test_command_end_to_end_with_resume_and_report(root):
     (root / "flaky-seen").unlink()  # the overlay side would fail it again if it ran again: it must not run
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 1 and resumed.stdout.count("reused from") == 8, resumed.stdout
+    assert "(8 of 8 runs reused)" in resumed.stdout
     assert json.loads((out / "modules" / "test_tiny.json").read_text())["regressions"] == tiny["regressions"]
 
     shown = subprocess.run([sys.executable, str(TOOLS / "gate.py"), "--report", str(out)], capture_output=True,

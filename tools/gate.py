@@ -334,9 +334,11 @@ def main(argv=None):
     summary_path.write_text(json.dumps(summary, indent=1) + "\n")
     print("\n" + report.totals_text(summary))
     verdict = "FAILED" if summary["regressions"] else "PASSED"
+    reused = sum(1 for spent in eta.spent.values() if not spent)
+    wall = report.fmt_time(summary["seconds"]) + (f" ({reused} of {len(tasks)} runs reused)" if reused else "")
     print(f"\ngate {verdict}: {len(summary['regressions'])} regressions, {len(summary['improvements'])} improvements, "
           f"{len(summary['allowlisted'])} allowlisted, {len(summary['flaky'])} flaky, "
-          f"{len(summary['not_collectable'])} not collectable; total {report.fmt_time(summary['seconds'])}; "
+          f"{len(summary['not_collectable'])} not collectable; wall time {wall}; "
           f"wrote {summary_path}")
     return 1 if summary["regressions"] else 2 if summary["infra_errors"] else 0
 
