@@ -241,7 +241,7 @@ def test_eta_from_earlier_module_times(tmp_path):
     grad = durations[("test_grad", "stock")]
     assert grad > 1000 and durations[("test_grad", "overlay")] > 1000
     # a run that reused its stock side records 0 seconds there: the overlay side's time stands in for it
-    summary = json.loads((TOOLS / "results" / "gate-0.2.6-full" / "gate-0.2.6.json").read_text())
+    summary = json.loads((TOOLS / "results" / "gate-0.2.6" / "gate-0.2.6.json").read_text())
     summary["modules"]["test_core"]["stock"]["seconds"] = 0
     reused_dir = tmp_path / "gate-0.2.6-reused"
     reused_dir.mkdir()

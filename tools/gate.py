@@ -12,12 +12,12 @@ to collect on both sides are reported as not collectable, with the reason.
 Usage (run with the Python that has thunder, torch, pytest, pytest-xdist, pytest-timeout and thunder's test
 requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --target DIR ...`):
     python tools/gate.py --quick                              # the CI slice, a few minutes
-    python tools/gate.py --out tools/results/gate-0.2.6-full  # every module; about 2 hours on 2 busy cores
+    python tools/gate.py --out tools/results/gate-0.2.6       # every module; 1.5 hours on 2 idle cores (0.2.6)
     python tools/gate.py --out ... --resume                   # continue a stopped run, reusing finished parts
     python tools/gate.py --out ... --reuse-stock              # rerun the overlay side only
     python tools/gate.py --out ... --stock-only               # stock's outcomes now, the overlay side later
     python tools/gate.py --collect-only                       # what collects on each side, and shard sizes
-    python tools/gate.py --report tools/results/gate-0.2.6-full   # the README's markdown table of a run
+    python tools/gate.py --report tools/results/gate-0.2.6   # the README's markdown table of a run
     python tools/gate.py --modules test_autocast -k "not float64" --test-root DIR   # DIR/test_autocast.py
     python tools/gate.py --overlay-pythonpath /tmp/patched --overlay-env THUNDER_OVERLAY=0   # a patched copy
 
