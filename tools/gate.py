@@ -121,7 +121,8 @@ def print_report(folder):
           f"{'complete' if summary.get('complete') else 'INCOMPLETE'}\n")
     print(report.markdown_table(summary))
     print(report.entries_text(summary))
-    print("\n" + report.totals_text(summary))
+    if "totals" in summary:  # summaries before 2026-12-02 have none
+        print("\n" + report.totals_text(summary))
     return 0
 
 

@@ -91,7 +91,7 @@ def totals(summary):
 
 
 def totals_text(summary):
-    t = summary.get("totals") or totals(summary)
+    t = summary["totals"]
     same = "?" if t["identical"] is None else t["identical"]
     return (f"{t['modules']} modules: {t['modules_with_tests']} with tests on CPU ({t['modules_all_skipped']} of them "
             f"skip every test), {t['modules_without_tests']} select no test, {t['not_collectable']} not collectable; "
@@ -130,13 +130,13 @@ def markdown_table(summary):
     for name, m in summary["modules"].items():
         st, ov = m["stock"], m["overlay"]
         time = f"{fmt_time(st['seconds'])} / {fmt_time(ov['seconds'])}"
-        if st["collect"] == ov["collect"] == "not collectable":
+        if st.get("collect") == ov.get("collect") == "not collectable":
             reason = (st.get("collect_reason") or "").replace("|", "\\|")
             cells = [name, f"not collectable on both sides: {reason}"] + [""] * len(cols) + \
                 [str(m["regressions"]), str(m["flaky"]), time]
         else:
             def pair(key):
-                return " / ".join("not collectable" if s["collect"] == "not collectable" else str(s.get(key) or 0)
+                return " / ".join("not collectable" if s.get("collect") == "not collectable" else str(s.get(key) or 0)
                                   for s in (st, ov))
             cells = [name, pair("tests")] + [pair(c) for c in cols] + [str(m["regressions"]), str(m["flaky"]), time]
         lines.append("| " + " | ".join(cells) + " |")
