@@ -263,6 +263,16 @@ def test_eta_from_earlier_module_times(tmp_path):
     assert eta.remaining((b, "stock"), elapsed=100, done=5, total=100) == (pytest.approx(grad - 100 + grad + grad / 10), 0)
 
 
+def test_earlier_runs_are_found_by_the_thunder_they_ran():
+    # upstream main reports a dev version; its committed run is named after main, and still feeds main's ETA
+    results = TOOLS / "results"
+    main_version = json.loads(next((results / "gate-main").glob("gate-*.json")).read_text())["thunder"]
+    assert main_version.startswith("0.2.7")
+    of_main, of_026 = set(report.results_of(results, main_version)), set(report.results_of(results, "0.2.6"))
+    assert results / "gate-main" in of_main and results / "gate-0.2.6" not in of_main
+    assert results / "gate-0.2.6" in of_026 and not {results / "gate-main", results / "gate-0.2.5"} & of_026
+
+
 def test_discovers_the_modules_thunder_ships():
     import thunder.tests
 

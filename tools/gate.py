@@ -93,7 +93,7 @@ def parse_args(argv=None):
     p.add_argument("--progress", type=float, default=60, help="seconds between progress lines")
     p.add_argument("--eta-from", nargs="+", default=[], metavar="PATH",
                    help="earlier summaries (files or folders) whose per-module times and test counts feed the ETA "
-                        "and --xdist-min-seconds (always read: OUT and tools/results/gate-<thunder>*)")
+                        "and --xdist-min-seconds (always read: OUT and the runs under tools/results of the same thunder)")
     p.add_argument("--markdown", action="store_true", help="print the markdown table of all modules at the end")
     p.add_argument("--report", default=None, metavar="DIR",
                    help="run nothing: print the markdown table (and listed differences) of the run in DIR")
@@ -295,7 +295,7 @@ def main(argv=None):
     by_module = planning.units(plan, args.shard_counts)
     tasks = [(u, side) for us in by_module.values() for u in us for side in SIDES
              if side == "stock" or not args.stock_only]
-    sources = [out_dir, *sorted((TOOLS / "results").glob(f"gate-{version}*")), *args.eta_from]
+    sources = [out_dir, *report.results_of(TOOLS / "results", version), *args.eta_from]
     known = report.history(sources, args.quick)
     runner.workers = {m: 0 for m in by_module
                       if max(known["seconds"].get((m, side), args.xdist_min_seconds) for side in SIDES)

@@ -198,6 +198,21 @@ def history(paths, quick):
     return {"seconds": seconds, "tests": tests}
 
 
+def results_of(results_dir, version):
+    """The run folders under results_dir whose summary is of this thunder version, whatever their name (a run
+    of upstream main reports a dev version; its folder is named after main)."""
+    found = []
+    for folder in sorted(Path(results_dir).glob("gate-*")):
+        for f in folder.glob("gate-*.json"):
+            try:
+                if json.loads(f.read_text()).get("thunder") == version:
+                    found.append(folder)
+                    break
+            except (OSError, ValueError):
+                continue
+    return found
+
+
 class Eta:
     """Remaining time of a run of planned tasks (unit, side). Each task's estimate, the first that is known:
     the running task from elapsed x (selected - done) / done once a tenth is done; a unit's other side from its
