@@ -1,5 +1,7 @@
 """A program's variable may take any name, even one thunder gives a proxy itself: C0 and C1 crashed stock
-thunder.jit with gradients. The names come from thunder's own code, not from a list kept here."""
+thunder.jit with gradients. Where stock fails on such a name, the overlay keeps it off the program's values;
+everywhere else the value takes it, as on stock. The names come from thunder's own code, and which of them
+stock fails on from stock itself, not from lists kept here."""
 
 from __future__ import annotations
 
@@ -13,17 +15,18 @@ import thunder
 
 from conftest import requires_overlay, run_python
 
+# The value is saved for the backward (the product's gradient needs it), as some releases fail only then
 PROGRAM = """
 def f(x, w):
     {name} = x @ w
-    return torch.tanh({name}) * w
+    return {name} * w
 """
 
 AUTOCAST_PROGRAM = """
 def f(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         {name} = x @ w
-    return torch.tanh({name}) * w
+    return {name} * w
 """
 
 
@@ -79,10 +82,42 @@ def test_the_names_are_found_in_thunder():
     assert {"cache_info", "C0", "C1", "saved_for_backward"} <= set(names_thunder_fixes())
 
 
+STOCK_CHILD = """
+import torch, thunder
+for name in NAMES:
+    namespace = {"torch": torch}
+    exec(PROGRAM.format(name=name), namespace)
+    w = torch.randn(3, 3, requires_grad=True)
+    try:
+        thunder.jit(namespace["f"])(torch.randn(3, 3), w).sum().backward()
+        print("RESULT", name, "ok")
+    except Exception as e:
+        print("RESULT", name, type(e).__name__, str(e).replace(chr(10), " "))
+"""
+
+
+@pytest.fixture(scope="module")
+def stock_with_gradients() -> dict[str, str]:
+    """Per name, how stock thunder ends the program with gradients: "ok" or the exception."""
+    names = names_thunder_fixes()
+    stock = run_python(f"NAMES = {list(names)!r}; PROGRAM = {PROGRAM!r}", STOCK_CHILD, overlay="0", timeout=600)
+    results = dict(line.split(" ", 2)[1:] for line in stock.stdout.splitlines() if line.startswith("RESULT "))
+    assert set(results) == set(names), stock.stdout[-2000:] + stock.stderr[-2000:]
+    return results
+
+
+def test_stock_fails_on_some_of_them(stock_with_gradients):
+    # Which names stock fails on depends on the release: C0 and C1 on 0.2.6, C0, C1, saved_for_backward and
+    # cotangents on 0.2.1
+    failed = {n for n, r in stock_with_gradients.items() if r != "ok"}
+    assert {"C0", "C1"} <= failed, stock_with_gradients
+    assert "cache_info" not in failed, stock_with_gradients
+
+
 @requires_overlay
 @pytest.mark.parametrize("mode", ["plain", "grad", "autocast"])
 @pytest.mark.parametrize("name", names_thunder_fixes())
-def test_a_variable_named_like_a_proxy_thunder_names(name, mode):
+def test_a_variable_named_like_a_proxy_thunder_names(name, mode, stock_with_gradients):
     f = build(AUTOCAST_PROGRAM if mode == "autocast" else PROGRAM, name)
     x = torch.randn(3, 3)
     w = torch.randn(3, 3, requires_grad=mode != "plain")
@@ -94,33 +129,17 @@ def test_a_variable_named_like_a_proxy_thunder_names(name, mode):
         go = torch.ones_like(actual)
         (got,), (want,) = torch.autograd.grad(actual, w, go), torch.autograd.grad(expected, w, go)
         torch.testing.assert_close(got, want, **tolerance)
-    traces = [thunder.last_traces(jf)[-1]] + ([thunder.last_backward_traces(jf)[-1]] if mode != "plain" else [])
-    for trace in traces:
-        # no proxy of the program took the name: where it appears, it is thunder's own
-        for bsym in trace.bound_symbols:
-            for p in bsym.flat_proxy_outs:
-                assert p.name != name or not isinstance(p, thunder.TensorProxy), (name, str(bsym))
+    if mode != "plain" and stock_with_gradients[name] != "ok":
+        # stock fails on the name: no proxy of the program takes it; where it appears, it is thunder's own
+        for trace in (thunder.last_traces(jf)[-1], thunder.last_backward_traces(jf)[-1]):
+            for bsym in trace.bound_symbols:
+                for p in bsym.flat_proxy_outs:
+                    assert p.name != name or not isinstance(p, thunder.TensorProxy), (name, str(bsym))
+    elif not _held_by_the_prologue(jf, name):  # the traces share one namespace (the overlay's, not stock's)
+        computed = {p.name for bsym in thunder.last_traces(jf)[0].bound_symbols for p in bsym.flat_proxy_outs}
+        assert name in computed, (name, mode, sorted(computed))
 
 
-STOCK_CHILD = """
-import torch, thunder
-for name in NAMES:
-    namespace = {"torch": torch}
-    exec(PROGRAM.format(name=name), namespace)
-    w = torch.randn(3, 3, requires_grad=True)
-    try:
-        thunder.jit(namespace["f"])(torch.randn(3, 3), w).sum().backward()
-        print("RESULT", name, "ok")
-    except Exception as e:
-        print("RESULT", name, type(e).__name__, e)
-"""
-
-
-def test_stock_crashes_on_some_of_them():
-    # Which name crashes stock depends on the release: C0 and C1 on 0.2.6, saved_for_backward on 0.2.1
-    names = names_thunder_fixes()
-    stock = run_python(f"NAMES = {list(names)!r}; PROGRAM = {PROGRAM!r}", STOCK_CHILD, overlay="0", timeout=600)
-    results = dict(line.split(" ", 2)[1:] for line in stock.stdout.splitlines() if line.startswith("RESULT "))
-    assert set(results) == set(names), stock.stdout[-2000:] + stock.stderr[-2000:]
-    crashed = {n for n, r in results.items() if r == f"RuntimeError Trying to add the name {n} to a trace, but that name is already used"}
-    assert crashed, results
+def _held_by_the_prologue(jf, name: str) -> bool:
+    prologue = thunder.last_prologue_traces(jf)[-1]
+    return any(p.name == name for bsym in prologue.bound_symbols for p in bsym.flat_proxy_outs)

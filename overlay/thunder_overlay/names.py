@@ -77,8 +77,8 @@ class _BindingCapture:
         if self.available:
             allocate = jit_ext._allocate_proxy_names
 
-            def capture(bindings, traces):
-                renames = allocate(bindings, traces)
+            def capture(bindings, traces, *args):
+                renames = allocate(bindings, traces, *args)
                 self.calls.append(_bindings_by_final_name(jit_ext, bindings, traces, renames))
                 return renames
 
