@@ -199,6 +199,16 @@ def user_names_like_generated(x):
     return t_0_1
 
 
+def names_thunder_gives(x, w):
+    # Names thunder gives the backward trace's inputs: without gradients there is no backward trace, and the
+    # values take them as on stock
+    C0 = x @ w
+    C1 = torch.tanh(C0)
+    saved_for_backward = C1 * w
+    cotangents = saved_for_backward + x
+    return cotangents
+
+
 def no_grad_inference(x):
     # Under no_grad, thunder 0.2.1 and 0.2.2 copy every tensor output, and the copy's generated name is no
     # longer marked weak: the value that holds t1 here must still give way to the program's t1.
@@ -306,6 +316,10 @@ def user_names_like_generated_inputs():
     return (_randn(3, 4),)
 
 
+def names_thunder_gives_inputs():
+    return _randn(3, 3), _randn(3, 3, seed=1)
+
+
 no_grad_inference_inputs = sequential_inputs
 
 
@@ -404,6 +418,7 @@ PROGRAMS = (
     "star_args",
     "autograd_function",
     "user_names_like_generated",
+    "names_thunder_gives",
     "no_grad_inference",
     "parameters_in_order",
     "with_grad",
