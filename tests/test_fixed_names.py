@@ -107,8 +107,8 @@ def stock_with_gradients() -> dict[str, str]:
 
 
 def test_stock_fails_on_some_of_them(stock_with_gradients):
-    # Which names stock fails on depends on the release: C0 and C1 on 0.2.6, C0, C1, saved_for_backward and
-    # cotangents on 0.2.1
+    # Which names stock fails on depends on the release: C0 and C1 on 0.2.6, saved_for_backward too on 0.2.1
+    # (whose source has no cotangents literal for names_thunder_fixes to find)
     failed = {n for n, r in stock_with_gradients.items() if r != "ok"}
     assert {"C0", "C1"} <= failed, stock_with_gradients
     assert "cache_info" not in failed, stock_with_gradients
