@@ -33,8 +33,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import cuda_standin  # noqa: E402
-import trace_equivalence  # noqa: E402
 from fusion_capture import STANDIN_ENV  # noqa: E402
+from thunder_overlay import equivalence  # noqa: E402
 
 EXIT_IDENTICAL, EXIT_DIFFERENT, EXIT_SIDE_FAILED, EXIT_SKIPPED = 0, 1, 2, 3
 _SEVERITY = {EXIT_IDENTICAL: 0, EXIT_SKIPPED: 1, EXIT_SIDE_FAILED: 2, EXIT_DIFFERENT: 3}
@@ -197,11 +197,11 @@ def judge(case: Case, stock: dict, overlay: dict, stock_crash_expected: bool) ->
             continue
         if s is None:
             continue
-        m = trace_equivalence.match(s["text"], s["proxies"], o["text"], o["proxies"])
+        m = equivalence.match(s["text"], s["proxies"], o["text"], o["proxies"])
         case.renamed += len(m.renaming)
         diff = m.difference
         if diff is not None:
-            differences.append(f"{which} trace, {diff}\n{trace_equivalence.short_diff(s['text'], o['text'])}")
+            differences.append(f"{which} trace, {diff}\n{equivalence.short_diff(s['text'], o['text'])}")
         if list(s["fusions"]) != list(o["fusions"]):
             differences.append(f"{which} regions: stock {list(s['fusions'])} vs overlay {list(o['fusions'])}")
             continue
@@ -209,7 +209,7 @@ def judge(case: Case, stock: dict, overlay: dict, stock_crash_expected: bool) ->
             case.fds_compared += 1
             if text != o["fusions"][name]:
                 differences.append(
-                    f"{which} {name} FusionDefinition:\n{trace_equivalence.short_diff(text, o['fusions'][name])}"
+                    f"{which} {name} FusionDefinition:\n{equivalence.short_diff(text, o['fusions'][name])}"
                 )
     if differences:
         case.verdict = "different"

@@ -12,9 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO, requires_overlay
-
-sys.path.insert(0, str(REPO / "bench"))
-import trace_equivalence  # noqa: E402
+from thunder_overlay import equivalence
 
 CAPTURE = REPO / "bench" / "fusion_capture.py"
 CHECK = REPO / "bench" / "fusion_identity.py"
@@ -75,7 +73,7 @@ def _traces(sides, which):
 @pytest.mark.parametrize("which", ["forward", "backward"])
 def test_stock_and_overlay_traces_are_equal_up_to_renaming(autocast_seed_grad, which):
     stock_text, stock_names, overlay_text, overlay_names = _traces(autocast_seed_grad, which)
-    result = trace_equivalence.match(stock_text, stock_names, overlay_text, overlay_names)
+    result = equivalence.match(stock_text, stock_names, overlay_text, overlay_names)
     assert result.difference is None, str(result.difference)
     if which == "forward":  # the overlay names the autocast output after the user's variable
         assert stock_text != overlay_text and result.renaming, "expected the overlay to rename a proxy here"
@@ -89,7 +87,7 @@ def test_an_inconsistent_renaming_is_a_difference(autocast_seed_grad):
     victim, other = used[0], used[1]
     last = [m.start() for m in re.finditer(rf"\b{victim}\b", overlay_text)][-1]
     changed = overlay_text[:last] + other + overlay_text[last + len(victim) :]
-    difference = trace_equivalence.compare(stock_text, stock_names, changed, overlay_names)
+    difference = equivalence.compare(stock_text, stock_names, changed, overlay_names)
     assert difference is not None and "not consistent" in difference.why, difference
 
 
@@ -98,7 +96,7 @@ def test_a_changed_op_is_a_difference(autocast_seed_grad):
     stock_text, stock_names, overlay_text, overlay_names = _traces(autocast_seed_grad, "backward")
     op = re.search(r"= torch\.(\w+)\(", overlay_text).group(1)
     changed = overlay_text.replace(f"torch.{op}(", "torch.sub(" if op != "sub" else "torch.add(", 1)
-    difference = trace_equivalence.compare(stock_text, stock_names, changed, overlay_names)
+    difference = equivalence.compare(stock_text, stock_names, changed, overlay_names)
     assert difference is not None and difference.why == "different text", difference
 
 
@@ -108,7 +106,7 @@ def test_a_consistent_renaming_is_found(autocast_seed_grad):
     name = next(n for n in overlay_names if n.startswith("t") and n[1:].isdigit())
     renamed = re.sub(rf"\b{name}\b", "renamed_by_test", overlay_text)
     names = [n if n != name else "renamed_by_test" for n in overlay_names]
-    result = trace_equivalence.match(overlay_text, overlay_names, renamed, names)
+    result = equivalence.match(overlay_text, overlay_names, renamed, names)
     assert result.difference is None and result.renaming == {name: "renamed_by_test"}
 
 
