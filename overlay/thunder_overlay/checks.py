@@ -269,6 +269,7 @@ def _traced_before_fsdp(compile_data, prologues, computations) -> _FSDPRestore:
         return _FSDPRestore()
     return _FSDPRestore(before, shapes)
 
+
 def with_wrong_dtype(trace):
     """A copy of ``trace`` in which the output of its first re-runnable symbol that computes a floating-point
     tensor is recorded in another floating-point dtype, everywhere it is used: (the copy, that proxy's
