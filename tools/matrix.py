@@ -56,9 +56,16 @@ def install(release: str, thunder_git: Path | None = None) -> Path:
     return target
 
 
-def run(cmd: list[str], target: Path, timeout: int = 3600) -> tuple[int, str]:
+TIMEOUT = 3600  # seconds per check; --timeout
+
+
+def run(cmd: list[str], target: Path) -> tuple[int, str]:
+    """A check's exit code and output; a check past TIMEOUT seconds is a failed check that says so."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(REPO / "overlay")]), PYTHONWARNINGS="ignore")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {TIMEOUT} s"
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -113,6 +120,7 @@ def main(argv=None) -> int:
     parser.add_argument("--test-releases", nargs="*", default=None, help="run the overlay's tests only for these")
     parser.add_argument("--jobs", type=int, default=0, help="pytest-xdist workers for the overlay's tests")
     parser.add_argument("--out", type=Path, default=REPO / "tools" / "results")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per check (default %(default)s)")
     parser.add_argument("--pythons", nargs="+", default=[sys.executable], metavar="PYTHON",
                         help="the torch axis: one interpreter per torch environment (default: this one)")
     parser.add_argument("--names", action="store_true", help="also run `thunder-overlay names` (the name corpus)")
@@ -120,6 +128,8 @@ def main(argv=None) -> int:
     parser.add_argument("--thunder-git", type=Path, default=None,
                         help="a lightning-thunder git checkout, for releases main@REV (default: those are left out)")
     args = parser.parse_args(argv)
+    global TIMEOUT
+    TIMEOUT = args.timeout
 
     releases = [r for r in args.releases if args.thunder_git or not r.startswith("main@")]
     if skipped := sorted(set(args.releases) - set(releases)):
