@@ -128,8 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--thunder-git", type=Path, default=None,
                         help="a lightning-thunder git checkout, for releases main@REV (default: those are left out)")
     args = parser.parse_args(argv)
-    global TIMEOUT
-    TIMEOUT = args.timeout
+    globals()["TIMEOUT"] = args.timeout
 
     releases = [r for r in args.releases if args.thunder_git or not r.startswith("main@")]
     if skipped := sorted(set(args.releases) - set(releases)):
