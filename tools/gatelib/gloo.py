@@ -70,10 +70,8 @@ def pytest_configure(config):
     framework.instantiate._gate_gloo = True
     if hasattr(helper, "distributed_wrapper"):  # defined only where torch.distributed is available
         helper.distributed_wrapper.__call__ = _wrapper_call
-    config._gate_gloo = True
 
 
 def pytest_report_header(config):
     return (f"gatelib.gloo: CPU (gloo) variants of thunder's CUDA-only distributed tests are instantiated; their "
             f"ranks get {RANK_TIMEOUT} s")
-
