@@ -1,7 +1,7 @@
 """Child process of fusion_identity.py: compile workloads on fake CUDA inputs, without running them, and
 print what thunder hands the executors as one JSON line.
 
-    python bench/fusion_capture.py WORKLOAD --modes inference grad --executors nvfuser torch
+    python bench/fusion_capture.py WORKLOAD --modes inference grad --executors nvfuser torch [--distributed CONFIG]
 
 Stock or overlay is decided by THUNDER_OVERLAY in the environment, as for every thunder import here.
 Inputs and parameters are torch FakeTensors on cuda:0: models are built on ``meta`` and their tensors
@@ -183,12 +183,46 @@ def fusion_definitions(trace) -> dict[str, str]:
     return out
 
 
-def capture(workload, grad: bool, kind: str) -> dict:
+def fake_process_group() -> None:
+    """torch's fake process group (2 ranks, this one rank 0): collectives trace, nothing is sent."""
+    import torch.distributed as tdist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if not tdist.is_initialized():
+        tdist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+
+
+def distributed(workload, grad: bool, config: str, executors):
+    """``ddp(thunder.jit(m))`` or ``fsdp(thunder.jit(m), device=cuda:0)`` of a module workload on fake cuda:0
+    tensors, under the fake process group. The module is built without gradients and its parameters (the
+    sharded ones and the originals fsdp leaves on ``meta``) made to require them after wrapping: fsdp copies
+    and moves each parameter, and an op on a fake tensor that requires grad aborts the process (see
+    ``_without_gpu_context``). fsdp copies ``requires_grad`` from the parameter it shards, so the traced
+    program is the same. ddp is given ``broadcast_from=None``: a broadcast sends nothing on the fake group."""
+    import thunder
+    import torch
+    from distributed_capture import wrap
+
+    fake_process_group()
+    fn, args = build_fake(workload, grad=False)
+    if not isinstance(fn, torch.nn.Module):
+        raise TypeError(f"{workload.name} is not a module: ddp and fsdp wrap modules")
+    jfn = wrap(thunder.jit(fn, executors=executors), config, device=DEVICE, broadcast_from=None)
+    if grad:
+        for p in (*jfn.parameters(), *jfn._model.parameters()):
+            p.requires_grad_(True)
+    return jfn, args
+
+
+def capture(workload, grad: bool, kind: str, config: str | None = None) -> dict:
     import thunder
 
-    fn, args = build_fake(workload, grad)
     executors = executors_for(kind)
-    jfn = thunder.jit(fn, executors=executors)
+    if config:
+        jfn, args = distributed(workload, grad, config, executors)
+    else:
+        fn, args = build_fake(workload, grad)
+        jfn = thunder.jit(fn, executors=executors)
     thunder.compile_data(jfn)._get_computation_and_inputs(*args)
     result = {"executors": [e.name for e in executors]}
     traces = {"forward": thunder.last_traces(jfn)[-1]}
@@ -206,6 +240,8 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", nargs="+", default=["inference", "grad"])
     parser.add_argument("--executors", nargs="+", default=["nvfuser", "torch"])
     parser.add_argument("--workloads-file", help="load the workloads from this copy of workloads.py")
+    parser.add_argument("--distributed", metavar="CONFIG",
+                        help="wrap the module in ddp or fsdp under torch's fake process group (ddp, fsdp-zero2-none, ...)")
     opts = parser.parse_args(argv)
     if opts.workloads_file:
         _load_workloads_file(opts.workloads_file)
@@ -217,9 +253,9 @@ def main(argv=None) -> int:
     cases = []
     for mode in opts.modes:
         for kind in opts.executors:
-            case = {"workload": workload.name, "mode": mode, "executors_kind": kind}
+            case = {"workload": workload.name, "mode": mode, "executors_kind": kind, "distributed": opts.distributed}
             try:
-                case.update(capture(workload, mode == "grad", kind))
+                case.update(capture(workload, mode == "grad", kind, opts.distributed))
             except Exception as e:  # a crash of this side is a result (stock crashes on #283)
                 case["error"] = f"{type(e).__name__}: {e}"[:2000]
                 case["traceback"] = traceback.format_exc()[-4000:]

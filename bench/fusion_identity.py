@@ -1,12 +1,16 @@
 """Fusion identity: does the overlay hand nvFuser (and the torch executor) exactly stock's program?
 
     python bench/fusion_identity.py [--workloads W ...] [--modes inference grad] [--executors nvfuser torch]
+    python bench/fusion_identity.py --workloads llama2-like nanogpt --distributed ddp fsdp-zero2-none ...
 
 For each workload of bench/workloads.py, mode (inference; with gradients) and executors (thunder's
 default executors with nvFuser; the torch executor alone), stock thunder (THUNDER_OVERLAY=0) and the
 overlay (THUNDER_OVERLAY=1) compile the workload in separate child processes (fusion_capture.py) on fake
 cuda:0 inputs, without running it. The final forward and backward execution traces must be equal up
 to a consistent renaming of proxies, and each nvFusion region's FusionDefinition text byte-identical.
+With ``--distributed``, each module workload is wrapped in ``ddp`` or ``fsdp`` (device cuda:0) under torch's
+fake process group (rank 0 of 2; collectives are traced, nothing is sent): the regions around the
+collectives and their FusionDefinitions are compared the same way.
 
 Without a CUDA device the children load a stand-in for the CUDA runtime's device queries
 (cudart_standin.c, built here with gcc); with a real device they use the real runtime.
@@ -33,6 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import cuda_standin  # noqa: E402
+from distributed_capture import CONFIGS  # noqa: E402
 from fusion_capture import STANDIN_ENV  # noqa: E402
 from thunder_overlay import equivalence  # noqa: E402
 
@@ -58,6 +63,12 @@ DEFAULT_WORKLOADS = (
     "nanogpt",
 )
 MODES = ("inference", "grad")
+# measured 2026-12-03, thunder 0.2.6: stock fails on ddp/fsdp modules without gradients, on CPU with gloo too
+DISTRIBUTED_INFERENCE = (
+    "thunder cannot run ddp or fsdp on a module whose parameters do not require grad, stock included "
+    "(\"Failed to find an executor for bound symbol ... thunder.distributed.prims.synchronize\": only the "
+    "autodiff pass lowers synchronize); --modes inference shows it"
+)
 EXECUTOR_KINDS = ("nvfuser", "torch")
 
 _PROBE = (
@@ -140,17 +151,14 @@ def prepare_environment(python: str, kinds, cache_dir) -> tuple[dict, dict, str]
     return env, skipped, runtime
 
 
-def run_sides(python, env, workload, modes, kinds, overlay_workloads, timeout) -> dict:
-    """Both sides of one workload, at the same time (one process each)."""
-    procs = {}
-    for side, switch in (("stock", "0"), ("overlay", "1")):
-        cmd = [python, str(HERE / "fusion_capture.py"), workload, "--modes", *modes, "--executors", *kinds]
-        if side == "overlay" and overlay_workloads:
-            cmd += ["--workloads-file", str(overlay_workloads)]
-        procs[side] = subprocess.Popen(
-            cmd, env=dict(env, THUNDER_OVERLAY=switch), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    results = {}
+def run_both(commands: dict, timeout: int) -> dict:
+    """{side: (argv, env)} run at the same time, one process each -> {side: (returncode, stdout, stderr)}; a
+    side past ``timeout`` seconds is killed and says so in its stderr."""
+    procs = {
+        side: subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for side, (cmd, env) in commands.items()
+    }
+    done = {}
     for side, proc in procs.items():
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -158,11 +166,27 @@ def run_sides(python, env, workload, modes, kinds, overlay_workloads, timeout) -
             proc.kill()
             out, err = proc.communicate()
             err += f"\n(timed out after {timeout} s)"
+        done[side] = (proc.returncode, out, err)
+    return done
+
+
+def run_sides(python, env, workload, modes, kinds, overlay_workloads, timeout, config=None) -> dict:
+    """Both sides of one workload, at the same time (one process each)."""
+    commands = {}
+    for side, switch in (("stock", "0"), ("overlay", "1")):
+        cmd = [python, str(HERE / "fusion_capture.py"), workload, "--modes", *modes, "--executors", *kinds]
+        if config:
+            cmd += ["--distributed", config]
+        if side == "overlay" and overlay_workloads:
+            cmd += ["--workloads-file", str(overlay_workloads)]
+        commands[side] = (cmd, dict(env, THUNDER_OVERLAY=switch))
+    results = {}
+    for side, (returncode, out, err) in run_both(commands, timeout).items():
         lines = out.strip().splitlines()
-        if proc.returncode == 0 and lines:
+        if returncode == 0 and lines:
             results[side] = json.loads(lines[-1])
         else:
-            results[side] = {"died": f"rc {proc.returncode}: {err.strip()[-1500:]}"}
+            results[side] = {"died": f"rc {returncode}: {err.strip()[-1500:]}"}
     return results
 
 
@@ -258,6 +282,11 @@ def print_table(cases: list[Case]) -> None:
         )
         for c in cases
     ]
+    print_rows(header, rows)
+
+
+def print_rows(header, rows) -> None:
+    """A markdown table, its columns padded to their widest cell."""
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     fmt = "| " + " | ".join(f"{{:{w}}}" for w in widths) + " |"
     print(fmt.format(*header))
@@ -287,7 +316,8 @@ def main(argv=None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--workloads", nargs="+", default=list(DEFAULT_WORKLOADS))
-    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=None,
+                        help="default: both; with --distributed, grad only (see DISTRIBUTED_INFERENCE)")
     parser.add_argument("--executors", nargs="+", choices=EXECUTOR_KINDS, default=list(EXECUTOR_KINDS))
     parser.add_argument(
         "--python",
@@ -302,7 +332,19 @@ def main(argv=None) -> int:
         help="a copy of workloads.py for the overlay side only (to show that the check can fail)",
     )
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per child process")
+    parser.add_argument(
+        "--distributed",
+        nargs="+",
+        metavar="CONFIG",
+        choices=CONFIGS,
+        help="also (only) through ddp / fsdp under torch's fake process group: module workloads, shown as "
+        "WORKLOAD@CONFIG (" + ", ".join(CONFIGS) + ")",
+    )
     opts = parser.parse_args(argv)
+    if opts.modes is None:
+        opts.modes = ["grad"] if opts.distributed else list(MODES)
+        if opts.distributed:
+            print(f"fusion_identity: --distributed compares the grad mode only: {DISTRIBUTED_INFERENCE}")
 
     python = opts.python or default_python(opts.executors)
     env, skipped, runtime = prepare_environment(python, opts.executors, opts.cache_dir)
@@ -315,13 +357,18 @@ def main(argv=None) -> int:
     cases, worst = [], EXIT_IDENTICAL
     import workloads as stock_workloads
 
-    for name in opts.workloads:
+    for name, config in [(w, c) for w in opts.workloads for c in (opts.distributed or [None])]:
         started = time.perf_counter()
         known_crash = stock_workloads.BY_NAME[name].stock_crash is not None
-        results = run_sides(python, env, name, opts.modes, kinds, opts.overlay_workloads, opts.timeout) if kinds else {}
+        results = (
+            run_sides(python, env, name, opts.modes, kinds, opts.overlay_workloads, opts.timeout, config)
+            if kinds
+            else {}
+        )
+        label = f"{name}@{config}" if config else name
         for mode in opts.modes:
             for kind in opts.executors:
-                case = Case(name, mode, kind)
+                case = Case(label, mode, kind)
                 cases.append(case)
                 if kind in skipped:
                     case.verdict = "skipped"
@@ -329,7 +376,7 @@ def main(argv=None) -> int:
                     continue
                 code = judge_sides(case, results, known_crash)
                 worst = worse(worst, code)
-        print(f"fusion_identity: {name} done in {time.perf_counter() - started:.0f} s", flush=True)
+        print(f"fusion_identity: {label} done in {time.perf_counter() - started:.0f} s", flush=True)
 
     print()
     print_table(cases)

@@ -338,3 +338,28 @@ def test_copied_thunder_test_module_runs_from_test_root(tmp_path):
         ids[how] = {tid: r["outcome"] for tid, r in run["results"].items()}
     assert ids["copy"] == ids["pyargs"] == {"test_autocast.py::test_autocast_mixed_dtype_inputs": "passed",
                                             "test_autocast.py::test_autocast_mixed_dtype_inputs_on_prims": "passed"}
+
+
+def test_skip_reasons_are_counted_per_side(root):
+    runner = runner_for(root)
+    run = runner.run(plan.Unit("test_tiny", "not slow"), "stock")
+    summary = report.side_summary(report.merge_runs([run]))
+    assert summary["skipped"] == 1 and summary["skip_reasons"] == {"never runs": 1}, summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gloo", [True, False], ids=["gloo", "no-gloo"])
+def test_gloo_plugin_instantiates_the_cpu_variants_of_thunders_distributed_tests(tmp_path, gloo):
+    """thunder instantiates its distributed_wrapper tests for CUDA only; gatelib.gloo adds their CPU variants
+    (gloo through thunder/tests/distributed/helper.py), for the distributed modules only."""
+    args = gate.parse_args(["--collect-only", "-n", "0", *([] if gloo else ["--no-gloo"])])
+    runner = Runner(args, tmp_path, probes={"stock": {}, "overlay": {}})
+    run = runner.run(plan.Unit("distributed.test_ddp"), "stock")
+    assert run["finished"] == 0, run["path"].with_suffix(".log").read_text()[-3000:]
+    cpu = sorted(t for t in run["collected"] if "_cpu_" in t)
+    if gloo:
+        assert "test_native_ddp_torch_cpu_thunder.dtypes.float32[0]" in " ".join(cpu), cpu
+        assert runner.selection(plan.Unit("distributed.test_ddp"), "stock", None)["gloo"] is True
+    else:
+        assert cpu == [], cpu
+    assert "gloo" not in runner.selection(plan.Unit("test_core"), "stock", None)

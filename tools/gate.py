@@ -86,6 +86,9 @@ def parse_args(argv=None):
                         "pointing at an already patched thunder copy")
     p.add_argument("--no-confirm", dest="confirm", action="store_false",
                    help="do not rerun regressions (both sides, without xdist) to weed out flaky tests")
+    p.add_argument("--no-gloo", dest="gloo", action="store_false",
+                   help="leave thunder's CUDA-only distributed tests uninstantiated on CPU (default: gatelib/gloo.py "
+                        "adds their CPU variants, which run on gloo through thunder/tests/distributed/helper.py)")
     p.add_argument("--allowlist", default=str(TOOLS / "gate-allowlist.txt"))
     p.add_argument("--python", default=sys.executable, help="interpreter for the pytest runs")
     p.add_argument("--timeout", type=int, default=900, help="per-test timeout in seconds (pytest-timeout); "

@@ -21,7 +21,8 @@ from collections import Counter
 from contextlib import contextmanager
 
 import thunder
-from thunder.core.proxies import Proxy, TensorProxy
+from thunder.core import dtypes
+from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten
 from thunder.core.trace import from_trace, tracectx
 
@@ -41,11 +42,15 @@ class CheckReport:
         self.traces = 0
         self.rerun = 0
         self.not_recomputed: Counter[str] = Counter()
+        # What the check had to take into account, in words: an earlier trace that thunder itself left
+        # inconsistent, and how it was checked instead
+        self.notes: list[str] = []
 
     def add(self, other: CheckReport) -> None:
         self.traces += other.traces
         self.rerun += other.rerun
         self.not_recomputed.update(other.not_recomputed)
+        self.notes += other.notes
 
     def __str__(self) -> str:
         kinds = ", ".join(sorted(self.not_recomputed))
@@ -169,17 +174,122 @@ def check_trace(trace, compile_data=None) -> CheckReport:
 
 
 def check_traces(jfn) -> CheckReport:
-    """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward)."""
-    traces = [
-        *thunder.last_prologue_traces(jfn),
-        *thunder.last_traces(jfn),
-        *(thunder.last_backward_traces(jfn) or []),
-    ]
+    """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward).
+
+    Under thunder.distributed.fsdp, thunder's FSDP pass writes the sharded shape into the parameter proxies
+    of the computation trace it transforms, in place; the computation traces kept from before the pass
+    share those proxy objects, so their signatures show sharded shapes while their symbols were traced
+    unsharded (stock thunder does the same). Those earlier traces are checked with the parameters restored to
+    the shapes they were traced with, and the report's ``notes`` say which traces and why; every trace from
+    the pass on, the final ones included, is checked as thunder keeps it."""
+    prologues = list(thunder.last_prologue_traces(jfn))
+    computations = list(thunder.last_traces(jfn))
+    traces = [*prologues, *computations, *(thunder.last_backward_traces(jfn) or [])]
     compile_data = thunder.compile_data(jfn)
+    restore = _traced_before_fsdp(compile_data, prologues, computations)
     report = CheckReport()
+    if restore.before:
+        first = len(prologues)
+        report.notes.append(
+            f"trace(s) {', '.join(str(first + k) for k in sorted(restore.before))} of {len(traces)} (the computation "
+            "traces from before thunder's FSDP pass) show the sharded shapes of "
+            f"{len(restore.shapes)} parameter(s) their symbols were traced unsharded with: "
+            "FSDPTransform.transform_traces_pre_prologue (thunder/distributed/transforms/fsdp_v2.py) sets "
+            "`comp_inp_p._shape = tuple(new_shape)` on the proxies these traces share with the pass's output, in "
+            "place, stock thunder as well; checked with those parameters at their traced shapes "
+            f"({restore.example()}); the traces from the pass on, the final ones included, as thunder keeps them"
+        )
     for i, trace in enumerate(traces):
+        checked = restore.traced_shapes(trace) if i - len(prologues) in restore.before else trace
         try:
-            report.add(check_trace(trace, compile_data))
+            report.add(check_trace(checked, compile_data))
         except TraceCheckError as e:
             raise TraceCheckError(f"trace {i} of {len(traces)}: {e}\n{trace}") from None
     return report
+
+
+class _FSDPRestore:
+    """The computation traces thunder kept from before its FSDP pass (by index) and the shapes their sharded
+    parameter proxies were traced with (by proxy name)."""
+
+    def __init__(self, before=(), shapes=None):
+        self.before = set(before)
+        self.shapes: dict[str, tuple[int, ...]] = shapes or {}
+
+    def example(self) -> str:
+        name, shape = next(iter(self.shapes.items()))
+        return f"e.g. {name} {shape}"
+
+    def traced_shapes(self, trace):
+        from thunder.core.trace import TraceCtx
+
+        swap = {}
+        with tracectx(TraceCtx()):  # a scratch trace: the copies' names are registered nowhere else
+            for p in tree_flatten((trace.args, trace.kwargs))[0]:
+                if isinstance(p, TensorProxy) and p.name in self.shapes:
+                    swap[variableify(p)] = p.replace(shape=self.shapes[p.name])
+        restored = from_trace(trace)
+        restored.args = tuple(swap.get(variableify(a), a) if isinstance(a, Proxy) else a for a in trace.args)
+        restored.bound_symbols = [b.from_bsym_swap_proxies(swap) for b in trace.bound_symbols]
+        return restored
+
+
+def _traced_before_fsdp(compile_data, prologues, computations) -> _FSDPRestore:
+    """Which computation traces thunder's FSDP pass left with sharded shapes on parameters traced unsharded:
+    those before the first trace in which the pass's ``synchronize`` consumes a sharded parameter."""
+    try:
+        from thunder.core import prims
+        from thunder.distributed.prims import PrimIDs as DistPrimIDs
+        from thunder.distributed.transforms.fsdp_v2 import FSDPTransform
+    except ImportError:  # a thunder without FSDP
+        return _FSDPRestore()
+    fsdp = [t for t in getattr(compile_data, "transforms", None) or () if isinstance(t, FSDPTransform)]
+    if not fsdp or not prologues or not computations:
+        return _FSDPRestore()
+    sharded = fsdp[0].sharded_params  # parameter name -> (traced shape, sharded shape, device)
+    prologue, first = prologues[0], computations[0]
+    # the same pairing of prologue outputs and computation inputs as the pass itself makes
+    producers = {id(p): b for b in prologue.bound_symbols for p in b.flat_proxy_outs}
+    shapes = {}
+    for pro_out, comp_in in zip(prologue.output[0], first.args):
+        bsym = producers.get(id(pro_out))
+        if bsym is not None and bsym.sym is prims.unpack_parameter and bsym.args[1] in sharded:
+            old_shape, new_shape, _ = sharded[bsym.args[1]]
+            if tuple(comp_in.shape) == tuple(new_shape) != tuple(old_shape):
+                shapes[comp_in.name] = tuple(old_shape)
+    if not shapes:
+        return _FSDPRestore()
+    before = []
+    for k, trace in enumerate(computations):
+        if any(b.sym.id == DistPrimIDs.SYNCHRONIZE and b.flat_proxy_args and b.flat_proxy_args[0].name in shapes
+               for b in trace.bound_symbols):
+            break
+        before.append(k)
+    else:  # no trace has the pass's synchronize: nothing to tell apart, check them as they are
+        return _FSDPRestore()
+    return _FSDPRestore(before, shapes)
+
+
+def with_wrong_dtype(trace):
+    """A copy of ``trace`` in which the output of its first re-runnable symbol that computes a floating-point
+    tensor is recorded in another floating-point dtype, everywhere it is used: (the copy, that proxy's
+    name). The checker must refuse the copy; the checks use it to show that they can fail."""
+    fusions = [b for b in trace.bound_symbols if b.sym.is_fusion]
+    candidates = [
+        b
+        for b in [*trace.bound_symbols, *(s for f in fusions for s in f.subsymbols)]
+        if not b.sym.is_fusion
+        and not b.sym.name.startswith(_NOT_RECOMPUTED_PREFIXES)
+        and isinstance(b.output, TensorProxy)
+        and dtypes.is_float_dtype(b.output.dtype)
+    ]
+    if not candidates:
+        raise ValueError("the trace has no symbol that computes a floating-point tensor")
+    out = candidates[0].output
+    wrong_dtype = thunder.float64 if out.dtype != thunder.float64 else thunder.float32
+    with tracectx(trace):
+        wrong = TensorProxy(like=out, dtype=wrong_dtype, name=f"{out.name}_wrong")
+    swap = {variableify(out): wrong}
+    bad = from_trace(trace)
+    bad.bound_symbols = [b.from_bsym_swap_proxies(swap) for b in trace.bound_symbols]
+    return bad, wrong.name

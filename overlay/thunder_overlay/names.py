@@ -168,14 +168,17 @@ def record(target: str, thunderfx: bool = False) -> dict:
         jfn = thunder.jit(program)
         jfn(*args, **kwargs)
         jitted = [jfn]
-    traces = []
-    for jfn in jitted:
-        trace = thunder.last_traces(jfn)[0]
-        described = _describe(trace)
-        names = {n for s in described["symbols"] for n in s[2] + s[3]} | set(described["args"])
-        described["bindings"] = capture.for_trace(names)
-        traces.append(described)
-    return {"traces": traces}
+    return {"traces": [trace_record(thunder.last_traces(jfn)[0], capture) for jfn in jitted]}
+
+
+def trace_record(trace, capture: _BindingCapture) -> dict:
+    """What ``compare`` reads of one side: the initial computation ``trace`` described symbol by symbol, and
+    (overlay side) every name the program bound each of its values to, from ``capture``. For callers that
+    jit in their own processes (the distributed check's ranks)."""
+    described = _describe(trace)
+    names = {n for s in described["symbols"] for n in s[2] + s[3]} | set(described["args"])
+    described["bindings"] = capture.for_trace(names)
+    return described
 
 
 def child_main(targets: list[str], thunderfx: bool = False) -> None:

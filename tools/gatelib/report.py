@@ -34,7 +34,20 @@ def side_summary(side):
         out["collect_reason"] = next(iter(side["collect_errors"].values()))["reason"]
     if side["reused"]:
         out["reused"] = True
+    reasons = skip_reasons(side["results"])
+    if reasons:
+        out["skip_reasons"] = reasons
     return out
+
+
+def skip_reasons(results):
+    """{reason: tests} of the skipped tests, most frequent first (pytest's 'Skipped: ' prefix removed)."""
+    found = {}
+    for rec in results.values():
+        if rec["outcome"] == "skipped":
+            reason = (rec.get("msg") or "?").strip().splitlines()[-1].removeprefix("Skipped: ")
+            found[reason] = found.get(reason, 0) + 1
+    return dict(sorted(found.items(), key=lambda kv: -kv[1]))
 
 
 def module_summary(module, unit_runs, found, meta):

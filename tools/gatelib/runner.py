@@ -82,7 +82,11 @@ class Runner:
                 "python": a.python, "pythonpath": a.pythonpath,
                 "overlay_pythonpath": a.overlay_pythonpath if side == "overlay" else None,
                 "overlay_env": a.overlay_env if side == "overlay" else [], "test_root": a.test_root,
-                "timeout": a.timeout, "ids": ids_digest(ids) if ids else None, "collect_only": a.collect_only}
+                "timeout": a.timeout, "ids": ids_digest(ids) if ids else None, "collect_only": a.collect_only,
+                **({"gloo": True} if self.gloo(unit) else {})}
+
+    def gloo(self, unit):
+        return getattr(self.args, "gloo", False) and unit.module.startswith("distributed.")
 
     @staticmethod
     def kexpr(unit):
@@ -113,6 +117,8 @@ class Runner:
         # so that a folder named like a test word (a venv "cuda-env", a pytest tmp "test_regress0") selects nothing
         root = a.test_root or self.probes[side].get("tests_dir")
         target += ["--rootdir", root] if root else []
+        if self.gloo(unit):  # CPU variants of thunder's CUDA-only distributed tests (gatelib/gloo.py)
+            target += ["-p", "gatelib.gloo"]
         cmd = [a.python, "-m", "pytest", *target, "-p", "gatelib.plugin", "-p", "no:cacheprovider", "-q",
                "--no-header", "-rN", "-o", f"timeout={a.timeout}", "-o", "timeout_method=signal",
                "--continue-on-collection-errors", "-k", self.kexpr(unit)]
