@@ -44,6 +44,7 @@ print(json.dumps({{
     "runs_patched": {{name: runs_patched(name) for name in {MODULES!r}}},
     "marked": {{name: hasattr(sys.modules[name], {scratch_series.MARK.split(" =")[0]!r}) for name in {MODULES!r}}},
     "status": thunder_overlay.status(),
+    "finder_answers_for": sorted(getattr(thunder_overlay._startup.installed_finder(), "targets", None) or []),
 }}))
 """
 
@@ -85,6 +86,7 @@ def test_every_file_of_the_series_runs_patched_the_lazy_one_when_imported(scratc
         assert [f["path"] for f in files] == [str(installed_file(p)) for p in ["thunder/core/jit_ext.py", *OTHERS]]
         assert out["status"]["bytecode_cache"].startswith(bytecode_cache)
         assert out["status"]["patches"][-1] == scratch_series.PATCH_NAME
+        assert out["finder_answers_for"] == sorted(MODULES), "after the decision the finder answers for targets only"
 
 
 def test_status_lists_every_file_before_the_lazy_one_is_imported(scratch):

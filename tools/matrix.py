@@ -48,7 +48,9 @@ def install(release: str, thunder_git: Path | None = None) -> Path:
 
 
 def run(cmd: list[str], target: Path, timeout: int = 3600) -> tuple[int, str]:
-    env = dict(os.environ, PYTHONPATH=str(target), PYTHONWARNINGS="ignore")
+    # the release first; a PYTHONPATH already set (a worktree's overlay/, say) stays behind it
+    pythonpath = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=pythonpath, PYTHONWARNINGS="ignore")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
     return proc.returncode, proc.stdout + proc.stderr
 

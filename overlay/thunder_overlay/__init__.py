@@ -79,7 +79,9 @@ def status(*, import_thunder: bool = True) -> dict:
         return engine.Plan(state="not-enabled", reason="the overlay's finder is not installed (start-up hook not run?)").report()
     if engine.outcome is None and import_thunder:
         return _import_and_report()
-    return engine.outcome.report() if engine.outcome is not None else engine.dry_run().report()
+    if engine.outcome is not None:
+        return engine.outcome.report()
+    return engine.dry_run(_startup.installed_finder()).report()
 
 
 def _engine_failed_report(reason: str) -> dict:

@@ -138,7 +138,7 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
             target = found[p]
             target.base_sha256, target.text, target.code = base_sha256, text, code
             targets.append(target)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except Exception as e:  # unreadable, corrupt, foreign: a cache problem never refuses the patch
         return f"{type(e).__name__}: {e}"
@@ -351,11 +351,9 @@ def imported_targets() -> list[str]:
     return [m for m in map(locate.module_name, paths) if m in sys.modules]
 
 
-def dry_run() -> Plan:
-    """What importing thunder would do, found without importing it."""
-    from thunder_overlay import _startup
-
-    locator = locate.Locator(skip=_startup.installed_finder())
+def dry_run(finder) -> Plan:
+    """What importing thunder would do, found without importing it (``finder``: the overlay's, if installed)."""
+    locator = locate.Locator(skip=finder)
     spec = locator.spec(config.PACKAGE)
     if spec is None or spec.submodule_search_locations is None:
         return Plan(state="not-installed", reason="thunder is not installed (no importable 'thunder' package)")
