@@ -82,12 +82,12 @@ def overlay():
     imported = {m: sys.modules.pop(m) for m in TARGETS if m in sys.modules}
     gc.collect()
     start = clocks()
-    from thunder_overlay import engine, locate
+    from thunder_overlay import config, engine, locate
     locator = locate.Locator()
     plan = engine.plan(locator, locator.spec("thunder"))
     specs = {t.module: engine._spec(t) for t in plan.targets}  # what decide() does
     for t in plan.targets:  # what exec_module does for each, before executing the code
-        linecache.lazycache(engine.patched_filename(t.origin), {"__name__": t.module, "__loader__": specs[t.module].loader})
+        linecache.lazycache(config.patched_filename(t.origin), {"__name__": t.module, "__loader__": specs[t.module].loader})
     elapsed = since(start)
     sys.modules.update(imported)
     assert plan.state == "patched", plan.report()

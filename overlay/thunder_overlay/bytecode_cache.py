@@ -72,7 +72,7 @@ def entry_path(thunder_path: str) -> Path | None:
 # they are found, how patches apply, how the code is compiled, which switches count): an edited engine in a
 # development install must not reuse code made by the old one. tests/test_bytecode_cache.py checks that every
 # module loaded while patching is listed.
-ENGINE_FILES = ("config.py", "_startup.py", "engine.py", "locate.py", "manifest.py", "patchset.py",
+ENGINE_FILES = ("config.py", "_startup.py", "engine.py", "locate.py", "manifest.py", "patching.py", "patchset.py",
                 "bytecode_cache.py")
 
 
@@ -107,6 +107,11 @@ def make_key(thunder_path: str, files: list, patches_dir: Path, series_dir: Path
         "series": _stamp(str(series_dir), series),
         "engine": _stamp(os.path.dirname(__file__), ENGINE_FILES),
     }
+
+
+# What an entry records besides texts and code: the fields of the engine's Plan that the key determines (and,
+# per file, the sha256 its base lists: "base_sha256").
+FACTS = ("state", "known", "base", "base_releases", "base_switch", "patches")
 
 
 class Entry:

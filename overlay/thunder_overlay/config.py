@@ -53,6 +53,15 @@ class OverlayWarning(UserWarning):
     """Every warning the overlay gives (a refusal, an unknown switch value, ...)."""
 
 
+class OverlayRefusal(Exception):
+    """Why the overlay leaves thunder stock: unknown file, edited file, broken patch ..."""
+
+
+def patched_filename(origin: str) -> str:
+    """The filename patched code carries (tracebacks, linecache); the module's ``__file__`` stays ``origin``."""
+    return f"{origin} (patched by thunder-overlay)"
+
+
 def switch_value() -> str:
     return os.environ.get(SWITCH, "1").strip().lower()
 

@@ -21,18 +21,11 @@ import linecache
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from thunder_overlay import bytecode_cache, config, locate
-from thunder_overlay.config import BASE_ENV
+from thunder_overlay.config import BASE_ENV, OverlayRefusal
 
-# manifest (and patchset) are imported only when the series must be read: not for a warm cache entry.
-if TYPE_CHECKING:
-    from thunder_overlay import manifest
-
-
-class OverlayRefusal(Exception):
-    """Why the overlay leaves thunder stock: unknown file, edited file, broken patch ..."""
+# manifest, patching and patchset are imported only when the series must be read: not for a warm cache entry.
 
 
 class Target:
@@ -105,15 +98,8 @@ class Plan:
         return {name: list(v) if isinstance(v := getattr(self, name), list) else v for name in config.REPORT_FIELDS}
 
 
-# What a cache entry records besides texts and code: the fields of a Plan that the key determines.
-CACHED_FACTS = ("state", "known", "base", "base_releases", "base_switch", "patches")
-
 # The outcome of the one decision in this process.
 outcome: Plan | None = None
-
-
-def patched_filename(origin: str) -> str:
-    return f"{origin} (patched by thunder-overlay)"
 
 
 def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: str | None) -> str | None:
@@ -130,7 +116,7 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
         now = bytecode_cache.make_key(result.thunder_path, key_files, directory, series_dir, switch)
         if entry.key != now:
             return f"its key differs in {', '.join(sorted(k for k in now if entry.key.get(k) != now[k]))}"
-        facts = {name: entry.facts[name] for name in CACHED_FACTS}
+        facts = {name: entry.facts[name] for name in bytecode_cache.FACTS}
         if len(entry.files) != len(entry.facts["base_sha256"]):
             raise ValueError("corrupt entry: the files and their facts differ in number")
         targets = []
@@ -149,107 +135,12 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
     return "hit"
 
 
-def _mismatch(result: Plan, bases: list[manifest.Base], found: dict[str, Target]) -> str:
-    """Why no base matches, naming one file: the first that differs from the base most files match (the
-    release's base on a tie). ``result.targets`` become that base's files, so status shows which differ."""
-    from thunder_overlay import manifest
-
-    hashes = {p: t.sha256 for p, t in found.items()}
-    result.targets = [found[p] for p in manifest.target_paths(bases)]  # for describe_install
-    install = result.describe_install()
-    release = result.thunder_version
-    shipped = manifest.base_for(bases, release) if release else None
-    nearest = max(bases, key=lambda b: (sum(hashes[p] == h for p, h in b.files.items()), b is shipped))
-    result.targets = [found[p] for p in nearest.files]
-    for target in result.targets:
-        target.base_sha256 = nearest.files[target.path]
-    target = next(t for t in result.targets if t.sha256 != t.base_sha256)
-    if target.origin is None:
-        return (f"{target.module} ({target.path}) is missing from {result.thunder_path}, and every base's series "
-                f"that changes it expects it (supported releases: {', '.join(manifest.supported_releases(bases))})")
-    where = f"{target.origin} ({f'thunder {release}, ' if release else ''}{result.install})"
-    if shipped is nearest and target.path in install.edited:
-        return (f"{where} has sha256 {target.sha256}, but the release ships {target.base_sha256}: the installed "
-                f"file was edited locally. If the edit keeps the patched lines, {BASE_ENV}={shipped.name} applies "
-                "that series when every hunk applies with exact context")
-    other = next((b for b in bases if b.files.get(target.path) == target.sha256), None)
-    if other is not None:
-        return (f"{where} has sha256 {target.sha256}, the file of base {other.name}, while base {nearest.name} "
-                f"has {target.base_sha256}: this thunder mixes files of two releases")
-    return (f"{where} has sha256 {target.sha256}, which is no known base (supported releases: "
-            f"{', '.join(manifest.supported_releases(bases))}). For a newer thunder (upstream main), "
-            f"{BASE_ENV}=<series> applies a series when every hunk applies with exact context; series: "
-            f"{manifest.series_names(bases)}")
-
-
-def _choose_series(result: Plan, bases: list[manifest.Base], found: dict[str, Target]) -> manifest.Base:
-    """The known base of these bytes or, for bytes of no base, the series THUNDER_OVERLAY_BASE names."""
-    from thunder_overlay import manifest
-
-    known = manifest.base_for_files(bases, {p: t.sha256 for p, t in found.items()})
-    if known is not None:
-        result.known = True
-        if result.base_switch and manifest.series_by_name(bases, result.base_switch) is not known:
-            result.base_switch += f" (not used: thunder is the known base {known.name})"
-        return known
-    if result.base_switch:
-        chosen = manifest.series_by_name(bases, result.base_switch)
-        if chosen is None:
-            raise OverlayRefusal(
-                f"{BASE_ENV}={result.base_switch!r} names no patch series; valid names: "
-                f"{manifest.series_names(bases)}"
-            )
-        return chosen
-    raise OverlayRefusal(_mismatch(result, bases, found))
-
-
-def _apply(result: Plan, series: manifest.Base, patches: list, target: Target) -> None:
-    from thunder_overlay.patchset import PatchApplyError, apply_series
-
-    if target.origin is None:
-        raise OverlayRefusal(f"{target.module} ({target.path}) is missing from {result.thunder_path}, but the "
-                             f"{series.name} series changes it")
-    try:
-        target.text = apply_series(target.source.decode("utf-8"), patches, target.path)
-    except PatchApplyError as e:
-        if result.known:
-            raise
-        raise OverlayRefusal(
-            f"{BASE_ENV}={result.base_switch}: the {series.name} series does not apply with exact context to "
-            f"{target.origin} (sha256 {target.sha256}): {e}"
-        ) from None
-
-
 def _patch(result: Plan, locator: locate.Locator, directory: Path, switch: str | None) -> None:
-    from thunder_overlay import manifest
-    from thunder_overlay.patchset import PatchError, read_series
+    from thunder_overlay import manifest, patching
 
     bases = manifest.load(directory)
     found = {path: _find(locator, path) for path in manifest.target_paths(bases)}
-    series = _choose_series(result, bases, found)
-    result.base, result.base_releases, result.series_dir = series.name, list(series.releases), str(series.directory)
-    # A known base is decided by its own files (bases always differ in a file both list); bytes of no base
-    # by every file the manifest names, since a change to any of them could make them a known base.
-    key_files = [(t.path, t.origin, t.sha256) for p, t in found.items() if not result.known or p in series.files]
-    key = bytecode_cache.make_key(result.thunder_path, key_files, directory, series.directory, switch)
-    patches = read_series(series.directory)
-    changed = list(dict.fromkeys(p for patch in patches for p in patch.patched_paths()))
-    if sorted(changed) != sorted(series.files):
-        raise PatchError(f"{series.directory / 'series'} changes {', '.join(changed) or 'no file'}, but "
-                         f"{config.MANIFEST} lists {', '.join(series.files)} for base {series.name}")
-    result.targets = [found[p] for p in series.files]
-    for target in result.targets:
-        target.base_sha256 = series.files[target.path]
-    for target in result.targets:
-        _apply(result, series, patches, target)
-    for target in result.targets:
-        target.code = compile(target.text, patched_filename(target.origin), "exec", dont_inherit=True)
-    result.patches = [Path(p.name).name for p in patches]
-    result.state = "patched" if result.known else "patched-unverified"
-    facts = {name: getattr(result, name) for name in CACHED_FACTS}
-    facts["base_sha256"] = [t.base_sha256 for t in result.targets]
-    files = [[t.path, t.text, t.code] for t in result.targets]
-    result.bytecode_cache = bytecode_cache.write(result.thunder_path, bytecode_cache.Entry(key, facts, files))
+    patching.patch_files(result, bases, found, directory, switch)
 
 
 def plan(locator: locate.Locator, thunder_spec) -> Plan:
@@ -332,7 +223,7 @@ class PatchedSourceLoader(importlib.abc.Loader):
         return self.target.is_package
 
     def exec_module(self, module) -> None:
-        filename = patched_filename(self.target.origin)
+        filename = config.patched_filename(self.target.origin)
         # A lazy entry: linecache asks get_source the first time a traceback or inspect needs the lines.
         linecache.cache.pop(filename, None)
         linecache.lazycache(filename, module.__dict__)
