@@ -16,6 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PATCHES = REPO / "patches"
+TOOLS = REPO / "tools"
+# The filename of patched code (tracebacks, linecache); the module's __file__ stays the file on disk.
 PATCHED_SUFFIX = " (patched by thunder-overlay)"
 
 # The tests' own bytecode cache: the user's ~/.cache is neither read nor written by the suite. Set before
@@ -48,10 +50,11 @@ def run_python(
 def overlay_active() -> bool:
     from thunder_overlay import status
 
-    return status()["state"] in ("patched", "ready")
+    return status()["state"] in ("patched", "patched-unverified", "ready", "ready-unverified")
 
 
-# Tests of what the patches do; they need the series applied in this process
+# Tests of what the patches do; they need the series applied in this process (a known base, or the
+# series THUNDER_OVERLAY_BASE names)
 requires_overlay = pytest.mark.skipif(not overlay_active(), reason="the overlay's series is not active in this process")
 
 
@@ -72,8 +75,8 @@ def installed_site() -> Path:
     return Path(importlib.util.find_spec("thunder").origin).parents[1]
 
 
-def installed_jit_ext() -> Path:
-    return installed_site() / "thunder" / "core" / "jit_ext.py"
+def installed_file(path: str = "thunder/core/jit_ext.py") -> Path:
+    return installed_site() / path
 
 
 def installed_dist_infos() -> list[Path]:
@@ -98,13 +101,11 @@ def installed_form() -> str:
 
 
 def installed_base(patches_dir: Path | None = None):
-    """The manifest's base of the thunder under test, found as the engine finds it: by the file's bytes."""
-    import hashlib
-
+    """The manifest's base of the thunder under test, found as the engine finds it: by the files' bytes."""
     from thunder_overlay import manifest
 
-    sha256 = hashlib.sha256(installed_jit_ext().read_bytes()).hexdigest()
-    return manifest.base_for_sha256(manifest.load(patches_dir), sha256)
+    bases = manifest.load(patches_dir)
+    return manifest.base_for_files(bases, manifest.hashes_under(installed_site(), manifest.target_paths(bases)))
 
 
 def copy_thunder(target: Path, *, dist_info: bool = True) -> Path:
@@ -130,11 +131,13 @@ def last_json(proc) -> dict:
     return json.loads([line for line in proc.stdout.splitlines() if line.startswith(("{", "["))][-1])
 
 
+# Whether module ``m`` runs the overlay's patched code (for the code run in a subprocess).
+RUNS_PATCHED = "(type(m.__loader__).__name__ == 'PatchedSourceLoader')"
+
 # Import thunder in a subprocess and print whether jit_ext runs patched and the overlay's status.
 IMPORT_AND_STATUS = f"""
-import json, thunder, thunder.core.jit_ext as je, thunder_overlay
-print(json.dumps({{"file": je.__file__, "patched": je.__file__.endswith({PATCHED_SUFFIX!r}),
-                  "status": thunder_overlay.status()}}))
+import json, thunder, thunder.core.jit_ext as m, thunder_overlay
+print(json.dumps({{"file": m.__file__, "patched": {RUNS_PATCHED}, "status": thunder_overlay.status()}}))
 """
 
 
@@ -150,10 +153,10 @@ IMPORT_AND_REPORT = f"""
 import json, warnings
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    import thunder, thunder.core.jit_ext as je
+    import thunder, thunder.core.jit_ext as m
 import thunder_overlay
 messages = [str(w.message) for w in caught if str(w.message).startswith("thunder-overlay:")]
-print(json.dumps({{"messages": messages, "patched": je.__file__.endswith({PATCHED_SUFFIX!r}),
+print(json.dumps({{"messages": messages, "patched": {RUNS_PATCHED},
                   "overlay": thunder_overlay.__file__, "status": thunder_overlay.status()}}))
 """
 
@@ -170,7 +173,8 @@ def refused(proc) -> dict:
     assert len(out["messages"]) == 1, out["messages"]
     assert not out["patched"], "a refusal leaves the stock module"
     assert out["status"]["state"] == "refused" and out["status"]["patches"] == []
-    assert out["messages"][0].endswith(out["status"]["reason"])
+    assert not any(f["patched"] for f in out["status"]["files"]), "no file of thunder runs patched"
+    assert out["messages"][0] == "thunder-overlay: not patching thunder, stock thunder runs. " + out["status"]["reason"]
     return out
 
 
@@ -184,8 +188,8 @@ def assert_strict_raises(env: dict, reason: str, *before: str):
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(
-        "ImportError: thunder-overlay: importing thunder.core.jit_ext fails because THUNDER_OVERLAY=strict and "
-        "the overlay cannot patch it: "
+        "ImportError: thunder-overlay: importing thunder fails because THUNDER_OVERLAY=strict and "
+        "the overlay cannot patch thunder: "
     ), last
     assert reason in last and "stock thunder runs" not in last
 

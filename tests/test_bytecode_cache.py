@@ -1,6 +1,7 @@
-"""The bytecode cache of the patched jit_ext: a warm entry is used (no patch is parsed or applied), a
-corrupt or mismatched entry is ignored and rewritten, a read-only or uncreatable folder and
-PYTHONDONTWRITEBYTECODE leave the overlay patching from the series. Real thunder, fresh processes."""
+"""The bytecode cache of the patched thunder: a warm entry is used (no patch is parsed or applied), also
+under PYTHONDONTWRITEBYTECODE; a corrupt, mismatched or foreign entry is ignored and rewritten; a read-only
+or uncreatable folder and THUNDER_OVERLAY_CACHE=0 leave the overlay patching from the series. Real thunder,
+fresh processes."""
 
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_thunder, last_json, run_python
+from conftest import PATCHED_SUFFIX, copy_thunder, last_json, run_python
 
 CACHE_ENV = "THUNDER_OVERLAY_CACHE_DIR"
 
@@ -22,16 +23,17 @@ IMPORT = """
 import hashlib, inspect, json, sys
 import thunder, thunder.core.jit_ext as je, thunder_overlay
 print(json.dumps({"status": thunder_overlay.status(), "file": je.__file__,
+                  "code_file": je.thunder_general_jit.__code__.co_filename,
                   "engine_imported": "thunder_overlay.patchset" in sys.modules,
-                  "source": hashlib.sha256(inspect.getsource(je).encode()).hexdigest()}))
+                  "source": hashlib.sha256(inspect.getsource(je.thunder_general_jit).encode()).hexdigest()}))
 """
 
 
 def run(cache: Path, env: dict | None = None, **kwargs) -> dict:
-    proc = run_python(IMPORT, env={CACHE_ENV: str(cache), **(env or {})}, unset=("PYTHONDONTWRITEBYTECODE",), **kwargs)
+    proc = run_python(IMPORT, env={CACHE_ENV: str(cache), **(env or {})}, **kwargs)
     out = last_json(proc)
     assert out["status"]["state"] == "patched", out["status"]
-    assert out["file"].endswith(" (patched by thunder-overlay)")
+    assert out["code_file"] == out["file"] + PATCHED_SUFFIX
     return out
 
 
@@ -39,8 +41,8 @@ def entries(cache: Path) -> list[Path]:
     return sorted(p for p in cache.iterdir() if p.suffix == ".bin") if cache.is_dir() else []
 
 
-def warm(cache: Path) -> tuple[dict, Path]:
-    cold = run(cache)
+def warm(cache: Path, env: dict | None = None) -> tuple[dict, Path]:
+    cold = run(cache, env)
     (entry,) = entries(cache)
     assert cold["status"]["bytecode_cache"] == f"written: {entry}" and cold["engine_imported"]
     return cold, entry
@@ -77,7 +79,7 @@ def test_entry_of_changed_patches_is_ignored_and_rewritten(tmp_path, patches_cop
     patch.write_text(patch.read_text().replace("\nBug: ", "\nNote: the description changed\nBug: ", 1))
     changed = run(tmp_path, env)
     assert changed["status"]["bytecode_cache"] == (
-        f"written: {entry} (replaced an entry that was not used: its key differs in series_sha256)"
+        f"written: {entry} (replaced an entry that was not used: its key differs in series)"
     )
     assert run(tmp_path, env)["status"]["bytecode_cache"] == f"hit: {entry}"
 
@@ -93,7 +95,7 @@ def test_entry_is_trusted_by_its_key_not_by_its_name(tmp_path):
     shutil.copyfile(installed_entry, own_entry)
     moved = run(tmp_path / "cache", env)
     assert moved["status"]["bytecode_cache"] == (
-        f"written: {own_entry} (replaced an entry that was not used: its key differs in origin)"
+        f"written: {own_entry} (replaced an entry that was not used: its key differs in files, thunder)"
     )
     assert moved["file"].startswith(str(tree))
 
@@ -149,14 +151,40 @@ def test_cache_folder_that_cannot_be_created_is_ignored(tmp_path):
     assert out["status"]["bytecode_cache"].startswith("not written (NotADirectoryError: ")
 
 
-def test_nothing_is_written_under_pythondontwritebytecode(tmp_path):
-    out = run(tmp_path, {"PYTHONDONTWRITEBYTECODE": "1"})
-    assert out["status"]["bytecode_cache"] == "not written (sys.dont_write_bytecode: PYTHONDONTWRITEBYTECODE or -B)"
-    assert list(tmp_path.iterdir()) == []
+@pytest.mark.parametrize("flag", [{"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONDONTWRITEBYTECODE": ""}])
+def test_pythondontwritebytecode_governs_pyc_beside_sources_not_the_cache(tmp_path, flag):
+    # The cache lives in the user's cache folder, outside any source tree: written and used either way.
+    cold, entry = warm(tmp_path, flag)
+    assert run(tmp_path, flag)["status"]["bytecode_cache"] == f"hit: {entry}"
+
+
+def test_python_dash_b_leaves_the_cache_in_use(tmp_path):
+    _, entry = warm(tmp_path)
+    assert run(tmp_path, args=("-B",))["status"]["bytecode_cache"] == f"hit: {entry}"
+
+
+@pytest.mark.parametrize("value", ["0", "off", "NO"])
+def test_cache_switched_off_is_neither_read_nor_written(tmp_path, value):
+    _, entry = warm(tmp_path)
+    before = entry.read_bytes()
+    off = run(tmp_path, {"THUNDER_OVERLAY_CACHE": value})
+    assert off["status"]["bytecode_cache"] == f"off (THUNDER_OVERLAY_CACHE={value})" and off["engine_imported"]
+    assert entries(tmp_path) == [entry] and entry.read_bytes() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give the entry away")
+def test_entry_another_user_owns_is_never_used(tmp_path):
+    _, entry = warm(tmp_path)
+    os.chown(entry, 54321, 54321)  # as if another user had written it into this folder
+    again = run(tmp_path)
+    assert again["status"]["bytecode_cache"] == (
+        f"written: {entry} (replaced an entry that was not used: ValueError: the entry belongs to another user)"
+    )
+    assert again["engine_imported"] and entry.stat().st_uid == os.geteuid()
 
 
 def test_default_folder_follows_xdg_cache_home(tmp_path):
-    proc = run_python(IMPORT, env={"XDG_CACHE_HOME": str(tmp_path)}, unset=(CACHE_ENV, "PYTHONDONTWRITEBYTECODE"))
+    proc = run_python(IMPORT, env={"XDG_CACHE_HOME": str(tmp_path)}, unset=(CACHE_ENV,))
     out = last_json(proc)
     (entry,) = entries(tmp_path / "thunder-overlay")
     assert out["status"]["bytecode_cache"] == f"written: {entry}"
@@ -210,7 +238,7 @@ def _as_unknown_uid_without_home(code: str) -> subprocess.CompletedProcess:
         pytest.skip("needs root, unshare and setpriv to run a child as a uid without a passwd entry")
     mounts, keeps = _reachable_for_others_script()
     uid = _unknown_uid()
-    env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "XDG_CACHE_HOME", "HOME", "PYTHONDONTWRITEBYTECODE")}
+    env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "XDG_CACHE_HOME", "HOME")}
     script = f'set -e\n{mounts}\ncd / && exec setpriv --reuid {uid} --regid {uid} --clear-groups "$0" -c "$1"\n'
     try:
         proc = subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, code], env=env,
@@ -242,7 +270,7 @@ def test_a_temporary_file_left_by_a_killed_writer_blocks_no_later_writer(tmp_pat
     entry.unlink()
     # What a writer killed mid-write left behind, under the pid this process has now (containers reuse pids).
     leave_stale = f"import os; open(os.path.join({str(tmp_path)!r}, {entry.name!r} + f'.{{os.getpid()}}.tmp'), 'w')"
-    proc = run_python(leave_stale, IMPORT, env={CACHE_ENV: str(tmp_path)}, unset=("PYTHONDONTWRITEBYTECODE",))
+    proc = run_python(leave_stale, IMPORT, env={CACHE_ENV: str(tmp_path)})
     out = last_json(proc)
     assert out["status"]["bytecode_cache"] == f"written: {entry}"
     assert run(tmp_path)["status"]["bytecode_cache"] == f"hit: {entry}"
@@ -256,7 +284,7 @@ def test_every_module_that_shapes_the_patched_code_is_in_the_cache_key(tmp_path)
     proc = run_python(
         "import json, sys, thunder",
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('thunder_overlay.'))))",
-        env={CACHE_ENV: str(tmp_path)}, unset=("PYTHONDONTWRITEBYTECODE",),
+        env={CACHE_ENV: str(tmp_path)},
     )
     loaded = {m.removeprefix("thunder_overlay.") + ".py" for m in last_json(proc)}
     assert "patchset.py" in loaded, "a cold import applies the series"

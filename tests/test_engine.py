@@ -1,6 +1,6 @@
 """Activation by installation: the start-up hook, the finder and what the patched module looks like."""
 
-from conftest import JIT_STILL_WORKS, PATCHED_SUFFIX, installed_form, last_json, run_python
+from conftest import JIT_STILL_WORKS, PATCHED_SUFFIX, installed_base, installed_form, last_json, run_python
 
 STATUS = "import json, thunder_overlay; print(json.dumps(thunder_overlay.status()))"
 
@@ -11,12 +11,15 @@ def test_jit_ext_is_patched_on_import_and_file_on_disk_untouched():
         import hashlib, inspect, json, linecache
         import thunder, thunder.core.jit_ext as je, thunder_overlay
         on_disk = open(je.__spec__.origin, encoding="utf-8").read()
+        patched = je.__loader__.get_source(je.__name__)
+        code_file = thunder.thunder_general_jit.__code__.co_filename
         print(json.dumps({
             "status": thunder_overlay.status(),
             "file": je.__spec__.origin,
-            "code_file": thunder.thunder_general_jit.__code__.co_filename,
-            "source_differs": inspect.getsource(je) != on_disk,
-            "linecache_is_source": "".join(linecache.getlines(je.__file__)) == inspect.getsource(je),
+            "code_file": code_file,
+            "source_differs": patched != on_disk,
+            "linecache_is_source": "".join(linecache.getlines(code_file)) == patched,
+            "function_source": inspect.getsource(je.thunder_general_jit) in patched,
             "dunder_file": je.__file__,
             "loader": type(je.__loader__).__name__,
             "disk_sha": hashlib.sha256(on_disk.encode()).hexdigest(),
@@ -28,20 +31,25 @@ def test_jit_ext_is_patched_on_import_and_file_on_disk_untouched():
     assert status["state"] == "patched" and status["known"] and status["series_dir"].endswith("/" + status["base"])
     assert status["patches"] and status["reason"] is None and status["install"].startswith(installed_form())
     assert out["file"].endswith("thunder/core/jit_ext.py") and out["loader"] == "PatchedSourceLoader"
-    assert out["code_file"] == out["dunder_file"] == out["file"] + PATCHED_SUFFIX
-    assert out["source_differs"] and out["linecache_is_source"]
-    assert out["disk_sha"] == status["base_sha256"], "the file on disk is never modified"
+    assert out["dunder_file"] == out["file"], "__file__ stays the file on disk: thunder opens and locates files by it"
+    assert out["code_file"] == out["file"] + PATCHED_SUFFIX
+    assert out["source_differs"] and out["linecache_is_source"] and out["function_source"]
+    (jit_ext,) = [f for f in status["files"] if f["module"] == "thunder.core.jit_ext"]
+    assert jit_ext == {"module": "thunder.core.jit_ext", "path": out["file"], "sha256": out["disk_sha"],
+                       "base_sha256": out["disk_sha"], "matches_base": True, "imported": True, "patched": True}
+    assert all(f["patched"] and f["matches_base"] for f in status["files"]), "the file on disk is never modified"
 
 
 def test_traceback_shows_patched_lines():
     proc = run_python(
         """
-        import inspect, traceback, thunder.core.jit_ext as je
-        patched = inspect.getsource(je).splitlines()
-        stock = open(je.__spec__.origin, encoding="utf-8").read().splitlines()
+        import traceback, thunder.core.jit_ext as je
+        patched = je.__loader__.get_source(je.__name__).splitlines()
+        stock = open(je.__file__, encoding="utf-8").read().splitlines()
         line = next(i for i, (p, s) in enumerate(zip(patched, stock), start=1) if p != s and p.strip())
         print(repr(patched[line - 1].strip()))
-        print("".join(traceback.StackSummary.from_list([(je.__file__, line, "f", None)]).format()))
+        code_file = je.thunder_general_jit.__code__.co_filename
+        print("".join(traceback.StackSummary.from_list([(code_file, line, "f", None)]).format()))
         """
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -53,13 +61,13 @@ def test_switched_off_gives_stock_module():
     proc = run_python(
         """
         import json, sys, thunder.core.jit_ext as je, thunder_overlay
-        print(json.dumps({"file": je.__file__, "finders": [type(f).__name__ for f in sys.meta_path],
+        print(json.dumps({"loader": type(je.__loader__).__name__, "finders": [type(f).__name__ for f in sys.meta_path],
                           "status": thunder_overlay.status()}))
         """,
         overlay="0",
     )
     out = last_json(proc)
-    assert out["file"] == out["file"].removesuffix(PATCHED_SUFFIX) and "JitExtFinder" not in out["finders"]
+    assert out["loader"] == "SourceFileLoader" and "ThunderFinder" not in out["finders"]
     assert out["status"]["state"] == "disabled"
 
 
@@ -71,7 +79,7 @@ def test_start_up_hook_imports_neither_thunder_nor_torch_and_runs_once():
             if p.endswith("site-packages"):
                 site.addsitedir(p)  # processes the .pth a second time
         print(json.dumps({"heavy": sorted(m for m in ("torch", "thunder", "thunder_overlay.engine") if m in sys.modules),
-                          "finders": [type(f).__name__ for f in sys.meta_path].count("JitExtFinder")}))
+                          "finders": [type(f).__name__ for f in sys.meta_path].count("ThunderFinder")}))
         """
     )
     out = last_json(proc)
@@ -108,10 +116,13 @@ def test_cli_status_reports_patched_and_disabled():
     assert off.returncode == 0 and off.stdout.startswith("thunder-overlay: disabled")
 
 
-def test_cli_diff_prints_the_active_series():
+def test_cli_diff_prints_the_hunks_the_overlay_applies():
     proc = run_python("import sys; from thunder_overlay.cli import main; sys.exit(main(['diff']))")
     assert proc.returncode == 0
+    patches = installed_base().directory
+    assert proc.stdout.count("\nSubject: [PATCH") == len([p for p in patches.glob("*.patch")])
     assert proc.stdout.count("--- a/thunder/core/jit_ext.py") >= 1 and "Bug: " in proc.stdout
+    assert "--- a/thunder/tests/" not in proc.stdout, "the test modules are git am's, not the overlay's"
 
 
 def test_second_enable_warns_and_changes_nothing():
@@ -122,7 +133,7 @@ def test_second_enable_warns_and_changes_nothing():
             warnings.simplefilter("always")
             thunder_overlay.enable()
         assert len(w) == 1 and "already enabled" in str(w[0].message), [str(x.message) for x in w]
-        assert [type(f).__name__ for f in sys.meta_path].count("JitExtFinder") == 1
+        assert [type(f).__name__ for f in sys.meta_path].count("ThunderFinder") == 1
         """,
         JIT_STILL_WORKS,
     )

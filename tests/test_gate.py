@@ -226,11 +226,11 @@ def test_reuse_requires_the_same_thunder_torch_and_patches(root):
     run = runner.run(unit, "overlay")
     sel = runner.selection(unit, "overlay", None)
     seen = {"thunder": "0.2.6", "thunder_file": "/x/thunder/__init__.py", "torch": "2.9.1",
-            "overlay": {"state": "patched", "patches": ["0001.patch"], "jit_ext_sha256": "aaaa"}}
+            "overlay": {"state": "patched", "patches": ["0001.patch"], "patched_sources_sha256": "aaaa"}}
     run["meta"] = dict(run["meta"], **seen)  # as if this run had imported thunder with the overlay
     runner.probes["overlay"] = dict(seen)
     assert runner.reusable(run, sel, "overlay")
-    runner.probes["overlay"] = dict(seen, overlay=dict(seen["overlay"], jit_ext_sha256="bbbb"))  # other patches
+    runner.probes["overlay"] = dict(seen, overlay=dict(seen["overlay"], patched_sources_sha256="bbbb"))  # other patches
     assert not runner.reusable(run, sel, "overlay")
     runner.probes["overlay"] = dict(seen, torch="2.10.0")
     assert not runner.reusable(run, sel, "overlay")

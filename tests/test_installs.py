@@ -1,6 +1,6 @@
-"""Every way thunder is installed patches when jit_ext.py's bytes are a known base: a source tree on
-PYTHONPATH, a real editable install, two dist-info folders side by side, a local version. Each case is a
-real copy of the installed thunder, imported in a fresh process."""
+"""Every way thunder is installed patches when the bytes of the files its series changes are a known base: a
+source tree on PYTHONPATH, a real editable install, two dist-info folders side by side, a local version. Each
+case is a real copy of the installed thunder, imported in a fresh process."""
 
 import base64
 import shutil
@@ -61,7 +61,7 @@ def test_editable_install_is_patched(tmp_path):
 
 def _leftover_dist_info(tree, base: manifest.Base):
     """A dist-info of another release beside the installed one, as an upgrade that failed half-way leaves
-    it: its METADATA names that release and its RECORD that release's jit_ext.py hash."""
+    it: its METADATA names that release and its RECORD that release's hashes of the files its series changes."""
     release = base.releases[0]
     leftover = tree / f"lightning_thunder-{release}.dist-info"
     shutil.copytree(installed_dist_info(), leftover)
@@ -70,11 +70,11 @@ def _leftover_dist_info(tree, base: manifest.Base):
         f"Version: {release}\n" if line.startswith("Version:") else line
         for line in metadata.read_text().splitlines(keepends=True)
     ))
-    recorded = base64.urlsafe_b64encode(bytes.fromhex(base.sha256)).rstrip(b"=").decode()
+    recorded = {path: base64.urlsafe_b64encode(bytes.fromhex(sha256)).rstrip(b"=").decode()
+                for path, sha256 in base.files.items()}
     record = leftover / "RECORD"
     record.write_text("".join(
-        f"thunder/core/jit_ext.py,sha256={recorded},{line.rsplit(',', 1)[1]}"
-        if line.startswith("thunder/core/jit_ext.py,") else line
+        f"{path},sha256={recorded[path]},{line.rsplit(',', 1)[1]}" if (path := line.split(",")[0]) in recorded else line
         for line in record.read_text().splitlines(keepends=True)
     ))
     return leftover
@@ -83,7 +83,7 @@ def _leftover_dist_info(tree, base: manifest.Base):
 def test_two_dist_info_folders_are_told_apart_by_the_files_bytes(tmp_path):
     tree = copy_thunder(tmp_path)
     # The leftover sorts first where it can (an older release), as the one a name-sorted lookup picked.
-    others = [b for b in manifest.load() if b.sha256 != installed_base().sha256]
+    others = [b for b in manifest.load() if b.name != installed_base().name]
     leftover = _leftover_dist_info(tree, min(others, key=lambda b: manifest._release_key(b.releases[0])))
     installed = installed_dist_info().name
     status = assert_patched_known(import_from(tree))

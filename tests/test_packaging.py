@@ -1,6 +1,7 @@
 """The wheel carries the patches and the start-up hook, and works when installed as a wheel."""
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -62,7 +63,9 @@ def test_installed_wheel_patches_thunder(wheel, tmp_path):
         f"import site; [site.addsitedir(d) for d in {sites!r}]; "
         "import json, thunder.core.jit_ext, thunder_overlay as t; print(json.dumps([t.__file__, t.status()]))"
     )
-    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    # without PYTHONPATH: an overlay/ put there (a worktree's) would shadow the wheel's
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     module_file, status = json.loads(proc.stdout.splitlines()[-1])
     assert module_file.startswith(str(target))

@@ -70,4 +70,4 @@ def test_status_says_plainly_when_torch_lacks_what_thunder_0_2_needs():
     assert "align_as" in status["import_error"]
     assert "thunder 0.2.x cannot be imported with torch " in status["import_error"]
     assert "torch 2.13 removed together with named tensors. Install torch<=2.12" in status["import_error"]
-    assert status["base_sha256"] and status["known"], "what the overlay would do is still reported"
+    assert status["files"] and status["known"], "what the overlay would do is still reported"

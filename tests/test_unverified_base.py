@@ -57,7 +57,7 @@ def test_unknown_file_is_refused_without_the_switch(shifted_tree):
     out = last_json(run_python(IMPORT_AND_STATUS, env={"PYTHONPATH": str(shifted_tree)}))
     status = out["status"]
     assert not out["patched"] and status["state"] == "refused" and not status["known"]
-    assert status["base_sha256"] == sha256_of(shifted_tree)
+    assert [f["sha256"] for f in status["files"] if f["module"] == "thunder.core.jit_ext"] == [sha256_of(shifted_tree)]
     assert f"has sha256 {sha256_of(shifted_tree)}, which is no known base" in status["reason"]
     assert f"{SWITCH}=<series> applies a series when every hunk applies with exact context" in status["reason"]
 
@@ -74,7 +74,9 @@ def test_switch_patches_an_unknown_file_when_every_hunk_applies_exactly(shifted_
     status = out["status"]
     assert out["patched"] and out["file"].startswith(str(shifted_tree))
     assert status["state"] == "patched-unverified" and not status["known"] and status["reason"] is None
-    assert status["base_sha256"] == sha256_of(shifted_tree) and status["base"] == base
+    (jit_ext,) = [f for f in status["files"] if f["module"] == "thunder.core.jit_ext"]
+    assert jit_ext["sha256"] == sha256_of(shifted_tree) and not jit_ext["matches_base"] and jit_ext["patched"]
+    assert status["base"] == base
     assert status["base_switch"] == base and status["patches"]
     assert "chain: " in proc.stdout
 
@@ -91,11 +93,11 @@ def test_switch_refuses_when_a_hunk_does_not_apply_exactly(drifted_tree):
         f"{drifted_tree / 'thunder' / 'core' / 'jit_ext.py'} (sha256 {sha256_of(drifted_tree)}): "
     )
     assert re.search(r"\.patch: hunk #\d+ does not apply at line \d+: expected .*, found .*# changed upstream", reason)
-    assert "thunder-overlay: not patching thunder.core.jit_ext, stock thunder runs. " + reason in proc.stderr
+    assert "thunder-overlay: not patching thunder, stock thunder runs. " + reason in proc.stderr
 
     strict = run_python("import thunder", env=env, overlay="strict")
     last = strict.stderr.strip().splitlines()[-1]
-    assert strict.returncode != 0 and last.startswith("ImportError: thunder-overlay: importing thunder.core.jit_ext fails")
+    assert strict.returncode != 0 and last.startswith("ImportError: thunder-overlay: importing thunder fails")
     assert "does not apply with exact context" in last
 
 

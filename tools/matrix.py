@@ -61,7 +61,10 @@ TIMEOUT = 3600  # seconds per check; --timeout
 
 def run(cmd: list[str], target: Path) -> tuple[int, str]:
     """A check's exit code and output; a check past TIMEOUT seconds is a failed check that says so."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(REPO / "overlay")]), PYTHONWARNINGS="ignore")
+    # the release first, then this checkout's overlay (an environment may hold another checkout's
+    # editable install); a PYTHONPATH already set stays behind them
+    pythonpath = os.pathsep.join(filter(None, [str(target), str(REPO / "overlay"), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=pythonpath, PYTHONWARNINGS="ignore")
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
     except subprocess.TimeoutExpired:

@@ -7,10 +7,15 @@ The series is developed as commits on a branch of a thunder checkout, ``thunder-
     python tools/series.py export --thunder-git DIR   # git format-patch each base's branch into patches/<base>/
 
 ``port`` makes ``thunder-overlay/<base>`` from the base's tag for every base in patches/manifest.toml. A
-commit's changes to ``thunder/core/jit_ext.py`` must cherry-pick cleanly; the tests it appends to a test
-module are appended to that release's module (test modules grow at the end, so their tails differ between
-releases). A release whose test_jit_general.py has no ``thunder_jit`` helper gets ``thunder.jit`` instead.
-Anything else that does not apply stops the tool with the base, commit and file.
+commit's changes to thunder's files (``thunder/core/jit_ext.py``, ``thunder/core/interpreter.py``, any
+other outside ``thunder/tests/``) must cherry-pick cleanly; the tests it appends to a test module are
+appended to that release's module (test modules grow at the end, so their tails differ between releases).
+A release whose test_jit_general.py has no ``thunder_jit`` helper gets ``thunder.jit`` instead. Anything
+else that does not apply stops the tool with the base, commit and file.
+
+``export`` also writes each base's ``[base.files]`` in the manifest: the sha256 at the base's tag of every
+file of thunder its series changes (the overlay patches exactly those). Every release a base lists must
+ship the same bytes of those files; where one differs, ``export`` stops: that release needs its own base.
 
 A base listed in ``HAND_PORTED`` carries a change the 0.2.6 commits do not have, so ``port`` leaves its
 branch alone: make it with ``git am patches/<base>/*.patch`` on the tag and amend it by hand.
@@ -19,13 +24,15 @@ branch alone: make it with ``git am patches/<base>/*.patch`` on the tag and amen
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "overlay"))
-from thunder_overlay import manifest  # noqa: E402
+from thunder_overlay import config, manifest  # noqa: E402
+from thunder_overlay.patchset import read_series  # noqa: E402
 
 BRANCH = "thunder-overlay/{}"
 SOURCE_BASE = "0.2.6"
@@ -96,7 +103,35 @@ def port(checkout: Path) -> None:
         git(checkout, "checkout", "-q", start)
 
 
+def release_rev(release: str) -> str:
+    """The git revision of a release the manifest lists: its tag, or the commit of main@REV."""
+    return release.partition("@")[2] if release.startswith("main@") else release
+
+
+def sha256_at(checkout: Path, rev: str, path: str) -> str | None:
+    """The sha256 of ``path`` at ``rev`` of the checkout; None where it has no such file."""
+    proc = subprocess.run(["git", "-C", str(checkout), "show", f"{rev}:{path}"], capture_output=True)
+    return hashlib.sha256(proc.stdout).hexdigest() if proc.returncode == 0 else None
+
+
+def file_hashes(checkout: Path, base: manifest.Base, paths: list[str]) -> dict[str, str]:
+    """{path: sha256} at the base's tag; stops when a release the base lists ships other bytes of a file."""
+    tag = base.directory.name
+    hashes = {path: sha256_at(checkout, tag, path) for path in paths}
+    if missing := [p for p, h in hashes.items() if h is None]:
+        raise SystemExit(f"{tag} has no {', '.join(missing)}, which its series changes")
+    for release in base.releases:
+        rev = release_rev(release)
+        if git(checkout, "rev-parse", "-q", "--verify", f"{rev}^{{commit}}", check=False).strip():
+            differ = [p for p in paths if sha256_at(checkout, rev, p) != hashes[p]]
+            if differ:
+                raise SystemExit(f"{release} and {tag} share the base {tag} but differ in {', '.join(differ)}: "
+                                 f"give {release} its own [[base]] and series")
+    return hashes
+
+
 def export(checkout: Path) -> None:
+    manifest_file = Path(config.patches_dir()[0]) / config.MANIFEST
     for base in manifest.load():
         tag = base.directory.name
         for old in base.directory.glob("*.patch"):
@@ -106,10 +141,14 @@ def export(checkout: Path) -> None:
         names = sorted(p.name for p in base.directory.glob("*.patch"))
         releases = ", ".join(base.releases)
         (base.directory / "series").write_text(
-            f"# Applied in order to lightning-thunder {releases}; the overlay applies the thunder/core/jit_ext.py\n"
-            "# part of each patch, `git am` applies all of it (tests included)\n" + "\n".join(names) + "\n"
+            f"# Applied in order to lightning-thunder {releases}. The overlay applies each patch to every\n"
+            "# file of thunder it changes but the tests (patches/manifest.toml lists them and their hashes);\n"
+            "# `git am` applies all of it, tests included\n" + "\n".join(names) + "\n"
         )
-        print(f"patches/{tag}: {', '.join(names)}")
+        paths = list(dict.fromkeys(p for patch in read_series(base.directory) for p in patch.patched_paths()))
+        hashes = file_hashes(checkout, base, paths)
+        manifest_file.write_text(manifest.with_files(manifest_file.read_text(), base.name, hashes))
+        print(f"patches/{tag}: {', '.join(names)}; changes {', '.join(paths)}")
 
 
 def main() -> int:

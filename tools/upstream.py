@@ -5,7 +5,8 @@
 
 ``installed``: copies the installed thunder's test modules that the series changes, applies the series'
 test hunks, and runs the tests it adds against stock thunder (THUNDER_OVERLAY=0), then under the overlay
-with the first 1, 2, ... patches of the series (a THUNDER_OVERLAY_PATCHES folder holding the shorter series).
+with the first 1, 2, ... patches of the series (a THUNDER_OVERLAY_PATCHES folder holding the shorter series,
+its manifest listing the files of thunder those patches change).
 ``--keep DIR`` leaves the patched test modules there (for ``tools/gate.py --test-root DIR``).
 
 ``git``: in a temporary worktree of CHECKOUT at REV (never inside this project), ``git am`` applies the whole
@@ -23,7 +24,6 @@ holds (and, for ``git``, ``git am`` and the style checks succeed), 1 when not, 2
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import shutil
@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "overlay"))
 from thunder_overlay import config, manifest  # noqa: E402
 from thunder_overlay.patchset import Patch, apply_series, read_series  # noqa: E402
+from series import sha256_at  # noqa: E402
 
 TEST_TIMEOUT_S = 1800
 
@@ -113,16 +114,17 @@ def installed(args) -> int:
     env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
     if args.pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(args.pythonpath).resolve()), env.get("PYTHONPATH")]))
-    probe = "import hashlib, thunder, pathlib; p = pathlib.Path(thunder.__file__).parent; print(p); " \
-            "print(hashlib.sha256((p / 'core' / 'jit_ext.py').read_bytes()).hexdigest())"
+    probe = "import thunder, pathlib; print(pathlib.Path(thunder.__file__).parent)"
     proc = subprocess.run([sys.executable, "-c", probe], env=dict(env, THUNDER_OVERLAY="0"), capture_output=True, text=True)
     if proc.returncode:
         print(f"cannot import thunder: {proc.stderr.strip()[-500:]}", file=sys.stderr)
         return 2
-    thunder_dir, sha = Path(proc.stdout.split()[0]), proc.stdout.split()[1]
-    base = next((b for b in manifest.load() if b.sha256 == sha), None)
+    thunder_dir = Path(proc.stdout.split()[-1])
+    bases = manifest.load()
+    hashes = manifest.hashes_under(thunder_dir.parent, manifest.target_paths(bases))
+    base = manifest.base_for_files(bases, hashes)
     if base is None:
-        print(f"{thunder_dir}/core/jit_ext.py (sha256 {sha}) is no base of the manifest", file=sys.stderr)
+        print(f"{thunder_dir} is no base of the manifest (sha256 of its files: {hashes})", file=sys.stderr)
         return 2
     patches = read_series(base.directory)
     added = added_tests(patches)
@@ -143,6 +145,11 @@ def installed(args) -> int:
             for patch in patches[:k]:
                 shutil.copy(patch.name, series_dir / base.directory.name)
             (series_dir / base.directory.name / "series").write_text("\n".join(Path(p.name).name for p in patches[:k]) + "\n")
+            # the manifest lists exactly the files a series changes: those of the first k patches
+            changed = [p for p in base.files if any(p in patch.patched_paths() for patch in patches[:k])]
+            prefix_manifest = series_dir / config.MANIFEST
+            prefix_manifest.write_text(manifest.with_files(prefix_manifest.read_text(), base.name,
+                                                           {p: base.files[p] for p in changed}))
             label = f"+{Path(patches[k - 1].name).name[:4]}"
             steps.append(Step(label, dict(env, THUNDER_OVERLAY="strict", THUNDER_OVERLAY_PATCHES=str(series_dir))))
         names = [n for ns in added.values() for n in ns]
@@ -242,11 +249,11 @@ def findings_added(worktree: Path, commit: str, report: list[str], files: list[s
 def on_git(args) -> int:
     checkout = Path(args.thunder_git).resolve()
     if args.series is None:
-        text = git(checkout, "show", f"{args.rev}:{manifest.TARGET_PATH}").stdout
-        sha = hashlib.sha256(text.encode()).hexdigest()
-        base = next((b for b in manifest.load() if b.sha256 == sha), None)
+        bases = manifest.load()
+        hashes = {path: sha256_at(checkout, args.rev, path) for path in manifest.target_paths(bases)}
+        base = manifest.base_for_files(bases, hashes)
         if base is None:
-            print(f"{args.rev}'s {manifest.TARGET_PATH} (sha256 {sha}) is no base of the manifest: pass --series",
+            print(f"{args.rev} is no base of the manifest (sha256 of its files: {hashes}): pass --series",
                   file=sys.stderr)
             return 2
         args.series = base.name
@@ -307,7 +314,7 @@ def main() -> int:
     tree.add_argument("--thunder-git", required=True, metavar="CHECKOUT", help="a lightning-thunder git checkout")
     tree.add_argument("--rev", default="main", help="the revision to apply the series to (default: main)")
     tree.add_argument("--series", default=None, help="which series of patches/ to apply (default: the base whose "
-                      "jit_ext.py sha256 REV has)")
+                      "files REV has)")
     tree.set_defaults(func=on_git)
     args = parser.parse_args()
     return args.func(args)

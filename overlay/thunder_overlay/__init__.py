@@ -1,8 +1,8 @@
 """thunder-overlay: versioned patches that make thunder.jit name its trace proxies correctly.
 
-Installing the distribution is all a user does: its start-up hook installs a finder that patches
-``thunder.core.jit_ext`` when thunder imports it. This module is imported by that hook, so it imports
-nothing costly at top level.
+Installing the distribution is all a user does: its start-up hook installs a finder that patches every
+file of thunder the series changes (``thunder.core.jit_ext``, ...) when thunder imports it. This module is
+imported by that hook, so it imports nothing costly at top level.
 """
 
 import os
@@ -16,7 +16,7 @@ def enable() -> dict:
     """Install the overlay's finder in this process (the start-up hook normally has) and return
     status(import_thunder=False).
 
-    A second call, THUNDER_OVERLAY=0, or a thunder.core.jit_ext already imported stock each give one
+    A second call, THUNDER_OVERLAY=0, or a module the series changes already imported stock each give one
     warning and change nothing (the last raises ImportError under THUNDER_OVERLAY=strict).
     """
     import warnings
@@ -29,10 +29,10 @@ def enable() -> dict:
                       stacklevel=2)
     elif _startup.installed_finder() is not None:
         warnings.warn("thunder-overlay: already enabled (enable() was called again); nothing to do", stacklevel=2)
-    elif config.TARGET in sys.modules:
+    elif imported := _imported_targets():
         message = (
-            f"thunder-overlay: {config.TARGET} was imported before the overlay was enabled "
-            f"({sys.modules[config.TARGET].__file__}); it stays stock in this process"
+            f"thunder-overlay: {imported[0]} was imported before the overlay was enabled "
+            f"({sys.modules[imported[0]].__file__}); thunder stays stock in this process"
         )
         if config.mode() == "strict":
             raise ImportError(message)
@@ -40,6 +40,14 @@ def enable() -> dict:
     else:
         _startup.activate()
     return status(import_thunder=False)
+
+
+def _imported_targets() -> list[str]:
+    try:
+        from thunder_overlay import engine
+    except Exception:  # a broken engine: the finder reports it at the import of thunder
+        return []
+    return engine.imported_targets()
 
 
 def status(*, import_thunder: bool = True) -> dict:
@@ -60,17 +68,20 @@ def status(*, import_thunder: bool = True) -> dict:
         return _engine_failed_report(config.engine_failed(e))
     if config.mode() == "off":
         return engine.Plan(state="disabled", reason=f"{config.SWITCH}={os.environ[config.SWITCH]}").report()
-    if engine.outcome is None and config.TARGET in sys.modules:
+    if engine.outcome is None and (imported := engine.imported_targets()):
         return engine.Plan(
             state="stock-imported",
-            thunder_path=sys.modules[config.TARGET].__file__,
-            reason=f"{config.TARGET} was imported before the overlay's finder was installed",
+            thunder_path=os.path.dirname(sys.modules[config.PACKAGE].__file__),
+            reason=f"{', '.join(imported)} {'was' if len(imported) == 1 else 'were'} imported before the overlay's "
+            "finder was installed",
         ).report()
     if engine.outcome is None and _startup.installed_finder() is None:
         return engine.Plan(state="not-enabled", reason="the overlay's finder is not installed (start-up hook not run?)").report()
     if engine.outcome is None and import_thunder:
         return _import_and_report()
-    return engine.outcome.report() if engine.outcome is not None else engine.dry_run().report()
+    if engine.outcome is not None:
+        return engine.outcome.report()
+    return engine.dry_run(_startup.installed_finder()).report()
 
 
 def _engine_failed_report(reason: str) -> dict:
@@ -84,9 +95,7 @@ def _engine_failed_report(reason: str) -> dict:
 def _import_and_report() -> dict:
     from thunder_overlay import config, thunder_import
 
-    error = thunder_import.try_import("thunder")
-    if error is None and config.TARGET not in sys.modules:
-        error = thunder_import.try_import(config.TARGET)
+    error = thunder_import.try_import(config.PACKAGE)
     report = status(import_thunder=False)
     if error is not None and report["state"] != "not-installed":
         report["import_error"] = thunder_import.explain(error)

@@ -1,19 +1,23 @@
-"""A per-user bytecode cache for the patched ``thunder.core.jit_ext``.
+"""A per-user bytecode cache of the patched thunder: one entry per thunder installation and interpreter.
 
-Parsing and applying the series and compiling the result costs about 30 ms; unmarshalling a cached code
-object costs what stock thunder's ``.pyc`` does. An entry holds its key, a few facts for ``status``, the
-patched text (for linecache and ``inspect``) and the marshalled code. It is used only when its stored key
-equals the key computed now, from: the Python cache tag, importlib's MAGIC_NUMBER and the optimisation
-level; the module's origin path (the code embeds it); the upstream file's sha256; the bytes of the
-manifest and of every file in the series directory; THUNDER_OVERLAY_BASE; the overlay's version and the
-size and modification time of its patching and compiling modules.
+Parsing and applying the series and compiling every patched file costs tens of milliseconds (compiling
+0.2.6's ``interpreter.py`` alone about 64 ms); unmarshalling cached code objects costs what stock thunder's
+``.pyc`` files do. An entry holds its key, the facts ``status`` reports, and per patched file its text
+(for linecache and ``inspect``) and marshalled code. It is used only when its stored key equals the key
+computed now, from: the Python cache tag, importlib's MAGIC_NUMBER and the optimisation level; thunder's
+package path; the path and sha256 of every file of thunder the decision read (each found as the import
+system would); THUNDER_OVERLAY_BASE; the overlay's version and the name, size and modification time of its
+own files that decide the result: the manifest, every file of the series directory and the engine modules
+(as a ``.pyc`` identifies its source; the overlay's files change with the overlay, thunder's are hashed).
+An entry another user (but root) owns is never used.
 
-One entry per origin path and interpreter (a new key overwrites the old entry). Entries are written
-atomically (a ``mkstemp`` file in the cache folder, then ``os.replace``), never under
-``sys.dont_write_bytecode`` (``PYTHONDONTWRITEBYTECODE``, ``-B``), and a missing, unreadable, read-only,
-corrupt or foreign entry or folder is ignored: the overlay then patches as if there were no cache.
-Without a cache folder (no THUNDER_OVERLAY_CACHE_DIR, XDG_CACHE_HOME or home directory: a container
-running an arbitrary uid) the cache is off.
+The cache lives in the user's cache folder, outside any source tree, like pip's; so ``PYTHONDONTWRITEBYTECODE``
+and ``-B``, which keep ``.pyc`` files from being written beside sources, do not apply to it.
+THUNDER_OVERLAY_CACHE=0 turns it off (neither read nor written). Entries are written atomically (a
+``mkstemp`` file in the cache folder, then ``os.replace``), and a missing, unreadable, read-only, corrupt
+or foreign entry or folder is ignored: the overlay then patches as if there were no cache. Without a cache
+folder (no THUNDER_OVERLAY_CACHE_DIR, XDG_CACHE_HOME or home directory: a container running an arbitrary
+uid) the cache is off.
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ from pathlib import Path
 from thunder_overlay import config
 
 DIR_ENV = "THUNDER_OVERLAY_CACHE_DIR"
-FORMAT = b"thunder-overlay bytecode cache 1\n"
+SWITCH_ENV = "THUNDER_OVERLAY_CACHE"
+FORMAT = b"thunder-overlay bytecode cache 2\n"
+NO_CACHE_DIR = f"off (no cache folder: set {DIR_ENV}, XDG_CACHE_HOME or HOME)"
+
+
+def switched_off() -> bool:
+    return config.MODES.get(os.environ.get(SWITCH_ENV, "").strip().lower()) == "off"
 
 
 def cache_dir() -> Path | None:
@@ -48,75 +58,67 @@ def cache_dir() -> Path | None:
     return home / ".cache" / "thunder-overlay"
 
 
-NO_CACHE_DIR = f"off (no cache folder: set {DIR_ENV}, XDG_CACHE_HOME or HOME)"
-
-
-def entry_path(origin: str) -> Path | None:
-    folder = cache_dir()
+def entry_path(thunder_path: str) -> Path | None:
+    """Where the entry for the thunder package at ``thunder_path`` lives; None when the cache is off."""
+    folder = None if switched_off() else cache_dir()
     if folder is None:
         return None
     tag = sys.implementation.cache_tag or "python"
-    name = hashlib.sha256(f"{origin}\0{tag}\0{sys.flags.optimize}".encode()).hexdigest()[:24]
-    return folder / f"jit_ext-{tag}-{name}.bin"
+    name = hashlib.sha256(f"{thunder_path}\0{tag}\0{sys.flags.optimize}".encode()).hexdigest()[:24]
+    return folder / f"thunder-{tag}-{name}.bin"
 
 
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+# The overlay's own modules that decide what the cached code and facts are (which files are which base, how
+# they are found, how patches apply, how the code is compiled, which switches count): an edited engine in a
+# development install must not reuse code made by the old one. tests/test_bytecode_cache.py checks that every
+# module loaded while patching is listed.
+ENGINE_FILES = ("config.py", "_startup.py", "engine.py", "locate.py", "manifest.py", "patching.py", "patchset.py",
+                "bytecode_cache.py")
 
 
-def _digest_dir(directory: Path) -> str:
-    """sha256 over the names and bytes of every file in ``directory`` (os.scandir, not pathlib: this runs
-    on every patched import)."""
-    digest = hashlib.sha256()
-    with os.scandir(directory) as scan:
-        files = sorted((e.name, e.path) for e in scan if e.is_file())
-    for name, path in files:
-        digest.update(name.encode() + b"\0" + _read_bytes(path) + b"\0")
-    return digest.hexdigest()
-
-
-# The overlay's own modules that decide what the cached code and facts are (which file is which base, how
-# patches apply, how the code is compiled, which switches count): an edited engine in a development install
-# must not reuse code made by the old one. Their size and modification time identify them, as they identify
-# a source file for its .pyc. tests/test_bytecode_cache.py checks that every module loaded while patching
-# is listed.
-ENGINE_FILES = ("config.py", "_startup.py", "engine.py", "manifest.py", "patchset.py", "bytecode_cache.py")
-
-
-def _engine_stamp() -> list:
-    package = os.path.dirname(__file__)
+def _stamp(folder: str, names) -> list:
+    """[name, size, modification time] of each file (None, None: missing)."""
     stamp = []
-    for name in ENGINE_FILES:
+    for name in names:
         try:
-            st = os.stat(os.path.join(package, name))
+            st = os.stat(os.path.join(folder, name))
             stamp.append([name, st.st_size, st.st_mtime_ns])
         except OSError:
             stamp.append([name, None, None])
     return stamp
 
 
-def make_key(origin: str, base_sha256: str, patches_dir: Path, series_dir: Path, base_switch: str | None) -> dict:
-    """Raises OSError when the manifest or the series directory cannot be read."""
+def make_key(thunder_path: str, files: list, patches_dir: Path, series_dir: Path, base_switch: str | None) -> dict:
+    """``files``: [path, origin, sha256] of every file of thunder the decision read. Raises OSError when the
+    series directory cannot be read."""
+    with os.scandir(series_dir) as scan:  # os.scandir, not pathlib: this runs on every patched import
+        series = sorted(e.name for e in scan if e.is_file())
     return {
         "python": sys.implementation.cache_tag,
         "magic": MAGIC_NUMBER.hex(),
         "optimize": sys.flags.optimize,
-        "origin": origin,
-        "base_sha256": base_sha256,
-        "patches_dir": str(patches_dir),
-        "manifest_sha256": hashlib.sha256(_read_bytes(os.path.join(patches_dir, config.MANIFEST))).hexdigest(),
-        "series_dir": str(series_dir),
-        "series_sha256": _digest_dir(series_dir),
+        "thunder": thunder_path,
+        "files": [list(f) for f in files],
         "base_switch": base_switch,
         "overlay": config.__version__,
-        "engine": _engine_stamp(),
+        "patches_dir": str(patches_dir),
+        "manifest": _stamp(str(patches_dir), [config.MANIFEST]),
+        "series_dir": str(series_dir),
+        "series": _stamp(str(series_dir), series),
+        "engine": _stamp(os.path.dirname(__file__), ENGINE_FILES),
     }
 
 
+# What an entry records besides texts and code: the fields of the engine's Plan that the key determines (and,
+# per file, the sha256 its base lists: "base_sha256").
+FACTS = ("state", "known", "base", "base_releases", "base_switch", "patches")
+
+
 class Entry:
-    def __init__(self, key: dict, facts: dict, text: str, code):
-        self.key, self.facts, self.text, self.code = key, facts, text, code
+    """``files``: per patched file, [path, text (bytes, decoded when asked for), code object]."""
+
+    def __init__(self, key: dict, facts: dict, files: list):
+        self.key, self.facts, self.files = key, facts, files
 
 
 def _read(path: Path) -> bytes:
@@ -127,41 +129,46 @@ def _read(path: Path) -> bytes:
         return f.read()
 
 
-def _chunks(data: bytes, count: int) -> list[bytes]:
-    """``count`` length-prefixed chunks after the format line; raises ValueError on anything else."""
+def _chunks(data: bytes) -> list[bytes]:
+    """The length-prefixed chunks after the format line; raises ValueError on anything else."""
     if not data.startswith(FORMAT):
         raise ValueError("not a thunder-overlay cache entry (or another format version)")
     at, chunks = len(FORMAT), []
-    for _ in range(count):
+    while at < len(data):
         size = int.from_bytes(data[at : at + 8], "little")
         if at + 8 + size > len(data):
             raise ValueError("truncated entry")
         chunks.append(data[at + 8 : at + 8 + size])
         at += 8 + size
-    if at != len(data):
-        raise ValueError("trailing bytes")
     return chunks
 
 
 def read(path: Path) -> Entry:
     """The entry at ``path``; raises OSError (missing, unreadable) or ValueError (corrupt, foreign)."""
-    header, text, code = _chunks(_read(path), 3)
+    chunks = _chunks(_read(path))
     try:
-        meta = json.loads(header)
-        return Entry(meta["key"], meta["facts"], text.decode("utf-8"), marshal.loads(code))
-    except (KeyError, TypeError, EOFError, UnicodeDecodeError) as e:
+        meta = json.loads(chunks[0])
+        paths = meta["paths"]
+        if len(chunks) != 1 + 2 * len(paths):
+            raise ValueError(f"{len(chunks)} chunks for {len(paths)} files")
+        files = [[p, chunks[1 + 2 * i], marshal.loads(chunks[2 + 2 * i])] for i, p in enumerate(paths)]
+        return Entry(meta["key"], meta["facts"], files)
+    except (IndexError, KeyError, TypeError, EOFError, UnicodeDecodeError) as e:
         raise ValueError(f"corrupt entry: {type(e).__name__}: {e}") from None
 
 
-def write(origin: str, entry: Entry) -> str:
-    """Write ``entry`` for ``origin`` atomically; returns what happened, for status. Never raises."""
-    if sys.dont_write_bytecode:
-        return "not written (sys.dont_write_bytecode: PYTHONDONTWRITEBYTECODE or -B)"
-    path = entry_path(origin)
+def write(thunder_path: str, entry: Entry) -> str:
+    """Write ``entry`` atomically; returns what happened, for status. Never raises."""
+    if switched_off():
+        return f"off ({SWITCH_ENV}={os.environ[SWITCH_ENV]})"
+    path = entry_path(thunder_path)
     if path is None:
         return NO_CACHE_DIR
-    header = json.dumps({"key": entry.key, "facts": entry.facts}, sort_keys=True).encode()
-    chunks = [header, entry.text.encode("utf-8"), marshal.dumps(entry.code)]
+    header = json.dumps({"key": entry.key, "facts": entry.facts, "paths": [f[0] for f in entry.files]},
+                        sort_keys=True).encode()
+    chunks = [header]
+    for _, text, code in entry.files:
+        chunks += [text.encode("utf-8"), marshal.dumps(code)]
     data = FORMAT + b"".join(len(c).to_bytes(8, "little") + c for c in chunks)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

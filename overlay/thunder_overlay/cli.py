@@ -24,9 +24,23 @@ def _status(args) -> int:
     else:
         print(f"thunder-overlay: {report['state']}")
         for key, value in report.items():
-            if key != "state" and value not in (None, [], False) or key == "known":
+            if key == "files":
+                for file in value:
+                    print("  " + _file_line(file))
+            elif key != "state" and value not in (None, [], False) or key == "known":
                 print(f"  {key:<17} {', '.join(value) if isinstance(value, list) else value}")
     return 0 if report["state"] in ("patched", "patched-unverified", "ready", "ready-unverified", "disabled") else 1
+
+
+def _file_line(file: dict) -> str:
+    """'file              thunder.core.jit_ext: patched, sha256 506ff836... (the base's), /.../jit_ext.py'"""
+    loaded = "patched" if file["patched"] else "stock" if file["imported"] else "not imported yet"
+    if file["sha256"] is None:
+        bytes_ = "missing"
+    else:
+        whose = "the base's" if file["matches_base"] else f"the base has {(file['base_sha256'] or 'none')[:12]}"
+        bytes_ = f"sha256 {file['sha256'][:12]} ({whose})"
+    return f"{'file':<17} {file['module']}: {loaded}, {bytes_}, {file['path']}"
 
 
 def _add_status(sub) -> None:
@@ -34,8 +48,9 @@ def _add_status(sub) -> None:
         "status",
         help="what the overlay does to the installed thunder",
         description="Import thunder (through the overlay) and print the overlay's state and why: the state, "
-        "how thunder is installed, its release, the base sha256, the series and patches applied, the bytecode "
-        "cache, and the reason when nothing was patched. Exit status 0 when patched (or switched off), 1 otherwise.",
+        "how thunder is installed, its release, each file the series changes (its sha256, whether that is the "
+        "base's, whether it runs patched), the series and patches applied, the bytecode cache, and the reason "
+        "when nothing was patched. Exit status 0 when patched (or switched off), 1 otherwise.",
     )
     p.add_argument("--no-import", action="store_true",
                    help="do not import thunder; report what importing it would do (state 'ready' when it would patch)")
@@ -47,13 +62,15 @@ def _diff(args) -> int:
     from pathlib import Path
 
     import thunder_overlay
+    from thunder_overlay.patchset import read_series
 
     report = thunder_overlay.status()
     if not report["patches"]:
         print(f"no active patches ({report['state']}): {report['reason']}", file=sys.stderr)
         return 1
-    for name in report["patches"]:
-        sys.stdout.write((Path(report["series_dir"]) / name).read_text(encoding="utf-8"))
+    for patch in read_series(Path(report["series_dir"])):
+        applied = [diff.text for diff in patch.files if diff.path in patch.patched_paths()]
+        sys.stdout.write(f"{patch.header}\n---\n{''.join(applied)}\n")
     return 0
 
 
@@ -61,8 +78,10 @@ def _add_diff(sub) -> None:
     p = sub.add_parser(
         "diff",
         help="print the active patches",
-        description="Import thunder and print, in order, the patch files (git format-patch mails) the overlay "
-        "applied to thunder/core/jit_ext.py in this environment. Exit status 1 when none was applied.",
+        description="Import thunder and print, in order, each patch the overlay applied in this environment: "
+        "its header (git format-patch mail: subject, DEP-3 fields) and its diff of every file of thunder it "
+        "changes (the test modules that `git am` also applies upstream left out). Exit status 1 when none "
+        "was applied.",
     )
     p.set_defaults(func=_diff)
 
@@ -114,10 +133,11 @@ SUBCOMMANDS = (_add_status, _add_diff, _add_verify, _add_names)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="thunder-overlay",
-        description="Versioned patches for lightning-thunder's thunder/core/jit_ext.py, applied in memory when "
-        "thunder is imported. See `thunder-overlay COMMAND --help`.",
-        epilog="Environment: THUNDER_OVERLAY (1/on, 0/off, strict), THUNDER_OVERLAY_BASE (a series for a file "
-        "that is no known base), THUNDER_OVERLAY_CACHE_DIR (the bytecode cache); see the README.",
+        description="Versioned patches for lightning-thunder (thunder/core/jit_ext.py and the other files each "
+        "series changes), applied in memory when thunder is imported. See `thunder-overlay COMMAND --help`.",
+        epilog="Environment: THUNDER_OVERLAY (1/on, 0/off, strict), THUNDER_OVERLAY_BASE (a series for files "
+        "of no known base), THUNDER_OVERLAY_CACHE_DIR and THUNDER_OVERLAY_CACHE=0 (the bytecode cache); see the "
+        "README.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:

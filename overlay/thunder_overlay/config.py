@@ -9,7 +9,7 @@ import sys
 
 __version__ = "0.2.0"
 
-TARGET = "thunder.core.jit_ext"
+PACKAGE = "thunder"  # the package whose files the series change (which files: patches/manifest.toml)
 SWITCH = "THUNDER_OVERLAY"
 PATCHES_ENV = "THUNDER_OVERLAY_PATCHES"
 BASE_ENV = "THUNDER_OVERLAY_BASE"
@@ -33,8 +33,8 @@ REPORT_FIELDS = {
     "thunder_version": None,  # what the distribution metadata says, if there is any
     "install": None,
     "thunder_path": None,
-    "base_sha256": None,
-    "known": False,
+    "files": (),  # per file the series changes: module, path, sha256, base_sha256, matches_base, imported, patched
+    "known": False,  # every file has the bytes of a base of the manifest
     "base": None,  # the series applied (or that would be)
     "base_releases": (),
     "base_switch": None,
@@ -51,6 +51,15 @@ _printed: set = set()
 
 class OverlayWarning(UserWarning):
     """Every warning the overlay gives (a refusal, an unknown switch value, ...)."""
+
+
+class OverlayRefusal(Exception):
+    """Why the overlay leaves thunder stock: unknown file, edited file, broken patch ..."""
+
+
+def patched_filename(origin: str) -> str:
+    """The filename patched code carries (tracebacks, linecache); the module's ``__file__`` stays ``origin``."""
+    return f"{origin} (patched by thunder-overlay)"
 
 
 def switch_value() -> str:

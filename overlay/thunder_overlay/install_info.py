@@ -1,6 +1,6 @@
 """How the thunder being imported is installed, and which release its metadata names.
 
-Only messages and ``status`` use this: the file's sha256 decides what is patched. Run lazily (for a
+Only messages and ``status`` use this: the sha256 of the files decides what is patched. Run lazily (for a
 report or a refusal message), never on the import path of a patched thunder.
 """
 
@@ -14,14 +14,13 @@ from urllib.parse import unquote, urlparse
 
 DIST_GLOB = "lightning_thunder-*.dist-info"
 EGG_INFO = "lightning_thunder.egg-info"
-RECORD_ENTRY = "thunder/core/jit_ext.py"
 
 
 @dataclass
 class Install:
     description: str  # e.g. "wheel (lightning_thunder-0.2.6.dist-info)"
     release: str | None  # the version the metadata names, if any
-    record_matches: bool | None = None  # the dist-info's RECORD lists these very bytes (None: no RECORD entry)
+    edited: tuple[str, ...] = ()  # files whose bytes differ from the hash the dist-info's RECORD lists
 
 
 def _headers_version(path: Path) -> str | None:
@@ -37,41 +36,42 @@ def _headers_version(path: Path) -> str | None:
     return None
 
 
-def _record_hash(dist_info: Path) -> str | None:
-    """The sha256 the dist-info's RECORD lists for jit_ext.py (urlsafe base64, unpadded), if any."""
+def _record_hashes(dist_info: Path) -> dict[str, str]:
+    """{path: sha256} of the dist-info's RECORD (urlsafe base64, unpadded), for every file it hashes."""
+    hashes = {}
     try:
         for line in (dist_info / "RECORD").read_text(encoding="utf-8").splitlines():
             path, _, rest = line.partition(",")
-            if path == RECORD_ENTRY and rest.startswith("sha256="):
-                return rest[len("sha256="):].split(",")[0]
+            if rest.startswith("sha256="):
+                hashes[path] = rest[len("sha256="):].split(",")[0]
     except OSError:
         pass
-    return None
+    return hashes
 
 
 def _b64(sha256_hex: str) -> str:
     return base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
 
 
-def _wheel_install(beside: list[Path], sha256_hex: str | None) -> Install:
+def _wheel_install(beside: list[Path], hashes: dict[str, str]) -> Install:
     """One or more lightning_thunder-*.dist-info beside thunder/: the one whose RECORD lists these bytes
     names the release; any other is a leftover of an earlier install."""
-    wanted = _b64(sha256_hex) if sha256_hex else None
-    matching = [d for d in beside if wanted and _record_hash(d) == wanted]
+    wanted = {path: _b64(sha256) for path, sha256 in hashes.items()}
+    records = {d: _record_hashes(d) for d in beside}
+    matching = [d for d in beside if wanted and all(records[d].get(p) == h for p, h in wanted.items())]
     chosen = matching[0] if len(matching) == 1 else (beside[0] if len(beside) == 1 else None)
     if chosen is None:
         names = ", ".join(d.name for d in beside)
-        return Install(f"wheel ({len(beside)} dist-info folders beside thunder/, none lists this file's hash: {names})",
-                       None)
+        return Install(f"wheel ({len(beside)} dist-info folders beside thunder/, none lists these files' hashes: "
+                       f"{names})", None)
     others = [d.name for d in beside if d != chosen]
-    recorded = _record_hash(chosen)
+    edited = tuple(p for p, h in wanted.items() if records[chosen].get(p) not in (None, h))
     description = f"wheel ({chosen.name}"
     if others:
         description += f"; also {', '.join(others)} beside it, left over from another install"
-    elif wanted and recorded not in (None, wanted):
-        description += "; its RECORD lists another hash for jit_ext.py: the file was changed after installation"
-    matches = None if recorded is None or not wanted else recorded == wanted
-    return Install(description + ")", _headers_version(chosen / "METADATA"), matches)
+    elif edited:
+        description += f"; its RECORD lists another hash for {', '.join(edited)}: changed after installation"
+    return Install(description + ")", _headers_version(chosen / "METADATA"), edited)
 
 
 def _editable_or_elsewhere(thunder_dir: Path) -> Install | None:
@@ -99,12 +99,13 @@ def _editable_or_elsewhere(thunder_dir: Path) -> Install | None:
     return None
 
 
-def describe(jit_ext_file: Path, sha256_hex: str | None) -> Install:
-    thunder_dir = jit_ext_file.parents[1]
+def describe(thunder_dir: Path, hashes: dict[str, str]) -> Install:
+    """How the thunder package at ``thunder_dir`` is installed; ``hashes``: {path: sha256} of the files
+    the overlay reads, checked against a wheel's RECORD."""
     root = thunder_dir.parent
     beside = sorted(root.glob(DIST_GLOB))
     if beside:
-        return _wheel_install(beside, sha256_hex)
+        return _wheel_install(beside, hashes)
     if (root / EGG_INFO).is_dir():
         return Install(f"source tree with {EGG_INFO} (setup.py develop or an older editable install)",
                        _headers_version(root / EGG_INFO / "PKG-INFO"))

@@ -1,40 +1,58 @@
-"""Which patch series belongs to which upstream thunder/core/jit_ext.py.
+"""Which patch series belongs to which upstream thunder.
 
-``patches/manifest.toml`` lists one ``[[base]]`` per distinct upstream file: its sha256, the thunder
-releases that ship it (used to name it in messages) and the series directory beside the manifest. The
-file's sha256 alone decides the base, so a source tree, an editable install or a ``+local`` version
-patch as long as the bytes are a known base.
+``patches/manifest.toml`` lists one ``[[base]]`` per distinct upstream thunder: the releases that ship it
+(used to name it in messages), the series directory beside the manifest, and in ``[base.files]`` the
+sha256 of every file of thunder that the series changes (its test modules aside). A thunder is a base
+when every one of those files has the listed bytes, so a source tree, an editable install or a ``+local``
+version patch as long as the bytes are a known base. Any two bases differ in a file both list: bytes
+never match two bases.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from thunder_overlay import config
 
-TARGET_PATH = "thunder/core/jit_ext.py"
-
 
 class Base:
-    """One upstream file: the releases that ship it, its sha256, its series directory. (A plain class: a
-    dataclass costs about a millisecond to create, on every patched import.)"""
+    """One upstream thunder: the releases that ship it, {file: sha256} of every file its series changes,
+    its series directory. (A plain class: a dataclass costs about a millisecond to create, on every
+    patched import.)"""
 
-    __slots__ = ("releases", "sha256", "directory")
+    __slots__ = ("releases", "files", "directory")
 
-    def __init__(self, releases: tuple[str, ...], sha256: str, directory: Path):
-        self.releases, self.sha256, self.directory = releases, sha256, directory
+    def __init__(self, releases: tuple[str, ...], files: dict[str, str], directory: Path):
+        self.releases, self.files, self.directory = releases, files, directory
 
     def __repr__(self) -> str:
-        return f"Base(releases={self.releases!r}, sha256={self.sha256!r}, directory={self.directory!r})"
+        return f"Base(releases={self.releases!r}, files={self.files!r}, directory={self.directory!r})"
 
     @property
     def name(self) -> str:
         """The series name, as THUNDER_OVERLAY_BASE takes it: the series directory's name."""
         return self.directory.name
 
+    def matches(self, hashes: dict[str, str | None]) -> bool:
+        return all(hashes.get(path) == sha256 for path, sha256 in self.files.items())
+
+
+def _checked_files(entry: dict, where: str) -> dict[str, str]:
+    files = entry.get("files")
+    if not isinstance(files, dict) or not files:
+        raise ValueError(f"{where}: [base.files] lists no file")
+    for path, sha256 in files.items():
+        if not re.fullmatch(r"thunder/[\w/]+\.py", path) or path.startswith("thunder/tests/"):
+            raise ValueError(f"{where}: {path!r} is no module of thunder outside its tests")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(sha256).lower()):
+            raise ValueError(f"{where}: the sha256 of {path} is not 64 hex digits")
+    return {path: sha256.lower() for path, sha256 in files.items()}
+
 
 def load(patches_dir: Path | None = None) -> list[Base]:
-    """The bases of ``patches_dir``, by default the one the overlay uses (``config.patches_dir()``)."""
+    """The bases of ``patches_dir``, by default the one the overlay uses (``config.patches_dir()``).
+    Raises ValueError for a manifest the engine cannot decide by."""
     patches_dir = Path(patches_dir or config.patches_dir()[0])
     try:
         import tomllib
@@ -43,10 +61,29 @@ def load(patches_dir: Path | None = None) -> list[Base]:
 
     with open(patches_dir / config.MANIFEST, "rb") as f:
         data = tomllib.load(f)
-    return [
-        Base(tuple(entry["releases"]), entry["sha256"].lower(), patches_dir / entry["dir"])
-        for entry in data["base"]
-    ]
+    bases = []
+    for entry in data["base"]:
+        where = f"{patches_dir / config.MANIFEST}, base {entry.get('dir')!r}"
+        bases.append(Base(tuple(entry["releases"]), _checked_files(entry, where), patches_dir / entry["dir"]))
+    for i, a in enumerate(bases):
+        for b in bases[i + 1 :]:
+            if not any(a.files[p] != b.files[p] for p in a.files.keys() & b.files.keys()):
+                raise ValueError(f"{patches_dir / config.MANIFEST}: bases {a.name} and {b.name} differ in no file "
+                                 "both list, so the same thunder could match both")
+    return bases
+
+
+def target_paths(bases: list[Base]) -> list[str]:
+    """Every file some series changes, in manifest order."""
+    return list(dict.fromkeys(path for b in bases for path in b.files))
+
+
+def hashes_under(root: Path, paths: list[str]) -> dict[str, str | None]:
+    """{path: sha256} of each file under ``root`` (a folder holding ``thunder/``); None for a missing one.
+    For tools and tests: the engine finds each file as the import system would."""
+    import hashlib
+
+    return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() if (root / p).is_file() else None for p in paths}
 
 
 def _release_key(release: str) -> tuple:
@@ -62,8 +99,9 @@ def base_for(bases: list[Base], release: str) -> Base | None:
     return next((b for b in bases if release in b.releases), None)
 
 
-def base_for_sha256(bases: list[Base], sha256: str) -> Base | None:
-    return next((b for b in bases if b.sha256 == sha256), None)
+def base_for_files(bases: list[Base], hashes: dict[str, str | None]) -> Base | None:
+    """The base whose every file has the sha256 ``hashes`` gives (None: a missing file)."""
+    return next((b for b in bases if b.matches(hashes)), None)
 
 
 def series_by_name(bases: list[Base], name: str) -> Base | None:
@@ -78,3 +116,17 @@ def series_names(bases: list[Base]) -> str:
         others = [r for r in b.releases if r != b.name]
         names.append(f"{b.name} (releases {', '.join(b.releases)})" if others else b.name)
     return ", ".join(names)
+
+
+def with_files(text: str, series: str, files: dict[str, str]) -> str:
+    """The manifest ``text`` with the ``[base.files]`` of the base whose dir is ``series`` set to ``files``
+    ({path: sha256}); comments and every other line kept. For the tools that write series."""
+    blocks = re.split(r"(?m)^(?=\[\[base\]\]\s*$)", text)
+    for i, block in enumerate(blocks):
+        if re.search(rf'(?m)^dir = "{re.escape(series)}"\s*$', block):
+            table = "[base.files]\n" + "".join(f'"{p}" = "{h}"\n' for p, h in files.items())
+            kept = re.sub(r'(?ms)^\[base\.files\]\n(?:"[^"\n]+" = "[0-9a-f]+"\n)*', "", block)
+            body, trailer = re.match(r"(?s)(.*?\n)((?:\n|#[^\n]*\n)*)$", kept).groups()
+            blocks[i] = f"{body.rstrip()}\n\n{table}\n{trailer.lstrip(chr(10))}"
+            return "".join(blocks).rstrip("\n") + "\n"
+    raise ValueError(f"the manifest has no base with dir = {series!r}")

@@ -2,10 +2,12 @@
 
 A series directory holds a ``series`` file (one patch file name per line, ``#`` comments) and the
 patches it names. Each patch is a ``git format-patch`` mail: a header (subject and DEP-3 fields), then
-the diffs of the files it changes (``thunder/core/jit_ext.py`` and the tests upstream would merge with it).
-The overlay applies the diff of one file. Hunks apply with exact context; a hunk may sit a bounded number
-of lines away from where its header says (an offset, never fuzz). Any mismatch raises
-:class:`PatchApplyError` naming the patch, the hunk, the line and the expected against the actual text.
+the diffs of the files it changes (thunder's modules and the tests upstream would merge with them).
+The overlay applies the diffs of every file outside ``thunder/tests/``, one file at a time. Hunks apply
+with exact context; a hunk may sit a bounded number of lines away from where its header says (an offset,
+never fuzz), and only where its context occurs once within that window. A mismatch raises
+:class:`PatchApplyError` naming the patch, the hunk, the line and the expected against the actual text;
+context found twice raises :class:`AmbiguousHunkError` naming both lines.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_OFFSET = 200
+_GIT_DIFF_LINES = ("diff --git ", "index ", "similarity ", "new file mode")
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -31,6 +34,19 @@ class PatchApplyError(PatchError):
         super().__init__(f"{patch}: hunk #{hunk} does not apply at line {line}: expected {expected!r}, found {got}")
 
 
+class AmbiguousHunkError(PatchApplyError):
+    """A hunk whose context occurs more than once within its offset window: where it belongs is a guess."""
+
+    def __init__(self, patch: str, hunk: int, lines: list[int], wanted: int):
+        self.patch, self.hunk, self.lines, self.line = patch, hunk, lines, wanted
+        self.expected = self.actual = None
+        PatchError.__init__(
+            self,
+            f"{patch}: hunk #{hunk} is ambiguous: its context occurs at lines {lines[0]} and {lines[1]}, both within "
+            f"{MAX_OFFSET} lines of line {wanted} where its header puts it; not applied",
+        )
+
+
 @dataclass
 class Hunk:
     old_start: int
@@ -42,6 +58,12 @@ class Hunk:
 class FileDiff:
     path: str  # relative to the repository root, like thunder/core/jit_ext.py
     hunks: list[Hunk]
+    text: str = ""  # the diff as the patch file has it, from its ``diff --git`` (or ``---``) line
+
+
+def is_test_path(path: str) -> bool:
+    """Test modules upstream merges with a fix; ``git am`` applies them, the overlay does not."""
+    return path.startswith("thunder/tests/")
 
 
 @dataclass
@@ -52,6 +74,10 @@ class Patch:
 
     def diff_of(self, path: str) -> FileDiff | None:
         return next((f for f in self.files if f.path == path), None)
+
+    def patched_paths(self) -> list[str]:
+        """The files of thunder this patch changes that the overlay applies: every one but the tests."""
+        return [f.path for f in self.files if not is_test_path(f.path)]
 
     def header_fields(self) -> dict[str, str]:
         """DEP-3 style ``Field: value`` lines of the header (continuation lines joined)."""
@@ -80,11 +106,15 @@ def parse_patch(text: str, name: str) -> Patch:
     i = start
     while i < len(lines):
         if lines[i].startswith("--- "):
+            first = i  # the diff's text starts at its git lines (diff --git, index), where it has them
+            while first > 0 and lines[first - 1].startswith(_GIT_DIFF_LINES):
+                first -= 1
             diff, i = _parse_file_diff(lines, i, name)
+            diff.text = "\n".join(lines[first:i]) + "\n"
             files.append(diff)
         elif lines[i].startswith("-- "):
             break  # the mail's signature
-        elif lines[i].strip() and not lines[i].startswith(("diff --git ", "index ", "similarity ", "new file mode")):
+        elif lines[i].strip() and not lines[i].startswith(_GIT_DIFF_LINES):
             raise PatchError(f"{name}: unexpected text after the last hunk at line {i + 1}: {lines[i]!r}")
         else:
             i += 1
@@ -140,21 +170,28 @@ def apply_diff(text: str, diff: FileDiff, patch_name: str) -> str:
     shift = 0  # how far earlier hunks moved the lines below them
     for number, hunk in enumerate(diff.hunks, start=1):
         wanted = hunk.old_start - 1 + shift if hunk.old_lines else hunk.old_start + shift
-        at = _locate(lines, hunk.old_lines, wanted)
-        if at is None:
+        found = _locate(lines, hunk.old_lines, wanted)
+        if not found:
             line, expected, actual = _first_mismatch(lines, hunk.old_lines, wanted)
             raise PatchApplyError(patch_name, number, line, expected, actual)
+        if len(found) > 1:
+            raise AmbiguousHunkError(patch_name, number, sorted(at + 1 for at in found[:2]), wanted + 1)
+        at = found[0]
         lines[at : at + len(hunk.old_lines)] = hunk.new_lines
         shift += len(hunk.new_lines) - len(hunk.old_lines) + (at - wanted)
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def _locate(lines: list[str], old: list[str], wanted: int) -> int | None:
+def _locate(lines: list[str], old: list[str], wanted: int) -> list[int]:
+    """Every place within the offset window where ``old`` matches exactly, nearest first."""
+    if not old:
+        return [wanted]  # a pure insertion has no context to search for
+    found = []
     for delta in range(MAX_OFFSET + 1):
         for at in (wanted - delta, wanted + delta) if delta else (wanted,):
-            if 0 <= at <= len(lines) - len(old) and lines[at : at + len(old)] == old:
-                return at
-    return None
+            if 0 <= at <= len(lines) - len(old) and lines[at] == old[0] and lines[at : at + len(old)] == old:
+                found.append(at)
+    return found
 
 
 def _first_mismatch(lines: list[str], old: list[str], wanted: int) -> tuple[int, str, str | None]:

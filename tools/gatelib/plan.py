@@ -50,16 +50,19 @@ def selection_tag(sel):
 
 
 def overlay_fingerprint():
-    """In a process where the overlay is loaded: its state, the patches applied and a digest of the jit_ext source
-    that really runs (the patched text), so results of other patches are never reused as this overlay's."""
-    import inspect
+    """In a process where the overlay is loaded: its state, the patches applied and a digest of the source of every
+    module the series patches as it really runs (the patched text), so results of other patches are never reused as
+    this overlay's."""
+    import importlib
 
-    import thunder.core.jit_ext as je
     import thunder_overlay
 
     st = thunder_overlay.status()
-    source = hashlib.sha256(inspect.getsource(je).encode()).hexdigest()[:16]
-    return {"state": st.get("state"), "patches": st.get("patches"), "jit_ext_sha256": source}
+    digest = hashlib.sha256()
+    for file in st.get("files") or []:
+        module = importlib.import_module(file["module"])
+        digest.update(module.__loader__.get_source(file["module"]).encode())
+    return {"state": st.get("state"), "patches": st.get("patches"), "patched_sources_sha256": digest.hexdigest()[:16]}
 
 
 def probe_here():
