@@ -210,7 +210,7 @@ def find_patched_spec(finder, fullname: str, path) -> importlib.machinery.Module
                        reason=f"{fullname} is not loaded from a source file ({spec.origin}); nothing to patch")
     else:
         outcome = plan(Path(spec.origin), spec.origin)
-    if outcome.state not in ("patched", "patched-unverified"):
+    if outcome.state not in config.PATCHED_STATES:
         return None
     loader = PatchedSourceLoader(fullname, spec.origin, outcome.patched_text, outcome.code)
     patched = importlib.util.spec_from_loader(fullname, loader, origin=spec.origin)
@@ -251,5 +251,5 @@ def dry_run() -> Plan:
         return Plan(state="not-installed", reason="thunder is not installed (no importable 'thunder' package)")
     jit_ext_file = Path(spec.origin).parent / "core" / "jit_ext.py"
     result = plan(jit_ext_file)
-    result.state = {"patched": "ready", "patched-unverified": "ready-unverified"}.get(result.state, result.state)
+    result.state = config.READY.get(result.state, result.state)
     return result

@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thunder_overlay import config
+
 CORPUS = "thunder_overlay.name_corpus"
 _MARK = "@@names "
 
@@ -298,9 +300,6 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
 HASH_SEED = "0"
 
 
-PATCHED_STATES = {"patched", "patched-unverified"}
-
-
 def _overlay_side_state() -> str:
     code = "import thunder_overlay; print(thunder_overlay.status(import_thunder=False)['state'])"
     env = dict(os.environ, THUNDER_OVERLAY="1")
@@ -318,7 +317,7 @@ def order_only_series(folder: Path) -> Path | None:
     series lacks it. Stock's order of ``module.parameters()`` under thunder.jit depends on the hash seed (a
     set), the overlay's is the module's: stock with this one patch traces the program the overlay traces, with
     stock's names."""
-    from thunder_overlay import config, manifest
+    from thunder_overlay import manifest
 
     source = Path(config.patches_dir()[0])
     shutil.copy(source / config.MANIFEST, folder / config.MANIFEST)
@@ -416,13 +415,13 @@ def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False
 def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
     # What the overlay side's import would do, before minutes of tracing: status() without importing thunder
     ahead = _overlay_side_state()
-    if ahead not in ("ready", "ready-unverified"):
+    if ahead not in config.READY_STATES:
         print(f"the overlay side would not run patched (state {ahead}); see `THUNDER_OVERLAY=1 thunder-overlay status`",
               file=sys.stderr)
         return 2
     stock, stock_locals, overlay = run_both(targets, thunderfx, announce=True)
     states = {r.get("state") for r in overlay.values()}
-    if not states <= PATCHED_STATES:
+    if not states <= set(config.PATCHED_STATES):
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
               "see `thunder-overlay status`", file=sys.stderr)
         return 2
