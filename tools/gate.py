@@ -23,7 +23,8 @@ requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --tar
 
 Writes DIR/modules/<module>.json per module as each finishes, DIR/gate-<thunder>[-quick].json overall
 (rewritten after every module), and the raw per-test JSON lines and pytest logs to DIR/raw/. Default DIR:
-tools/results/gate-<thunder>[-quick]. Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error
+tools/results/gate-<thunder>[-quick]; git keeps only the overall summary (modules/ and raw/ are ignored, and
+--resume or --report need nothing else). Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error
 (e.g. a pytest run that crashed, thunder imported from the wrong place), 130 stopped by Ctrl-C (--resume
 continues).
 """

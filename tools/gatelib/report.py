@@ -39,7 +39,7 @@ def side_summary(side):
 
 def module_summary(module, unit_runs, found, meta):
     """unit_runs: {side: [run per shard]}; found: compare()/confirm() lists plus infra_errors; meta: the run's
-    selection, dates and versions. The small per-module JSON the repository keeps."""
+    selection, dates and versions. The per-module JSON written beside the run (git keeps only the overall one)."""
     summary = {"module": module, **meta}
     for side, runs in unit_runs.items():
         summary[side] = side_summary(merge_runs(runs))
