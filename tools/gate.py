@@ -17,7 +17,7 @@ requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --tar
     python tools/gate.py --out ... --reuse-stock              # rerun the overlay side only
     python tools/gate.py --out ... --stock-only               # stock's outcomes now, the overlay side later
     python tools/gate.py --collect-only                       # what collects on each side, and shard sizes
-    python tools/gate.py --report tools/results/gate-0.2.6   # the README's markdown table of a run
+    python tools/gate.py --report tools/results/gate-0.2.6   # the markdown table of a run (docs/results.md)
     python tools/gate.py --modules test_autocast -k "not float64" --test-root DIR   # DIR/test_autocast.py
     python tools/gate.py --overlay-pythonpath /tmp/patched --overlay-env THUNDER_OVERLAY=0   # a patched copy
 

@@ -122,7 +122,7 @@ def _any(summary, outcome):
 
 
 def markdown_table(summary):
-    """One row per module, 'stock / overlay' in each cell, for the README."""
+    """One row per module, 'stock / overlay' in each cell, for docs/results.md."""
     cols = ["passed", "failed", "error"] + [o for o in ("timeout", "crashed") if _any(summary, o)] \
         + ["skipped", "xfailed", "xpassed"]
     head = ["module", "tests"] + cols + ["regressions", "flaky", "time"]
