@@ -1,5 +1,6 @@
-"""bench/fusion_identity.py: its renaming comparator on real thunder traces (any Python, no nvFuser), and
-the whole check failing on a one-op change (only where the nvFuser environment, .venv312, exists)."""
+"""bench/fusion_identity.py: the comparator it uses (thunder_overlay.equivalence) on real thunder traces of a bench
+workload (any Python, no nvFuser), and the whole check failing on a one-op change (only where the nvFuser
+environment, .venv312, exists)."""
 
 from __future__ import annotations
 
