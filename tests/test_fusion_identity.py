@@ -19,6 +19,9 @@ CAPTURE = REPO / "bench" / "fusion_capture.py"
 CHECK = REPO / "bench" / "fusion_identity.py"
 VENV312 = REPO / ".venv312" / "bin" / "python"
 
+# Stock and overlay each compile models in processes of their own: minutes
+pytestmark = pytest.mark.slow
+
 
 def capture(overlay: str, workload: str, mode: str) -> dict:
     """The torch executor's final traces of a bench workload on fake cuda:0 inputs (no stand-in: the torch

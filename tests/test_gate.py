@@ -297,6 +297,7 @@ def test_discovers_the_modules_thunder_ships():
         == "distributed/test_ops.py::test_a[cpu]"
 
 
+@pytest.mark.slow
 def test_command_end_to_end_with_resume_and_report(root):
     out = root.parent / "out"
     cmd = [sys.executable, str(TOOLS / "gate.py"), "--test-root", str(root), "--out", str(out), "-n", "0",
@@ -336,6 +337,7 @@ def test_command_end_to_end_with_resume_and_report(root):
     assert shown.returncode == 0 and "| test_tiny | 46 / 46 |" in shown.stdout and "REGRESSIONS (1)" in shown.stdout
 
 
+@pytest.mark.slow
 def test_copied_thunder_test_module_runs_from_test_root(tmp_path):
     """Issue 13 runs patched copies of thunder's test modules: a plain copy must give the same ids as --pyargs."""
     import thunder.tests

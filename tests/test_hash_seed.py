@@ -62,6 +62,7 @@ def trace_digests(targets: list[str], seed: str, overlay: str) -> dict[str, dict
     return found
 
 
+@pytest.mark.slow
 @requires_overlay
 def test_every_corpus_program_traces_the_same_under_every_hash_seed():
     targets = names.corpus_targets()
@@ -73,6 +74,7 @@ def test_every_corpus_program_traces_the_same_under_every_hash_seed():
     assert differ == [], {t: (first[t], second[t]) for t in differ}
 
 
+@pytest.mark.slow
 def test_stock_traces_a_module_parameter_loop_differently_per_hash_seed():
     # The check above can fail: stock iterates the parameters in a set's order
     records = [trace_digests([ORDER_PROGRAM], seed, "0")[ORDER_PROGRAM] for seed in ("1", "2")]

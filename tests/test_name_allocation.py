@@ -89,6 +89,7 @@ def test_round_trip_of_generated_programs_reproduces_every_name(source_code):
     assert returned_names(jitted) == returned_names(source)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["llama2-like", "gpt-neox-like"])
 def test_round_trip_of_litgpt_initial_trace_reproduces_every_name(config):
     from litgpt import GPT

@@ -10,6 +10,9 @@ from thunder_overlay import equivalence
 
 from conftest import requires_overlay, run_python
 
+# Stock and overlay each compile models in processes of their own: minutes
+pytestmark = pytest.mark.slow
+
 TRACES = """
 import json, torch, thunder
 from thunder.tests import nanogpt_model
