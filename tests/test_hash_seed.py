@@ -83,7 +83,8 @@ def test_stock_traces_a_module_parameter_loop_differently_per_hash_seed():
 
 
 @requires_overlay
-@pytest.mark.parametrize("method", ["parameters", "named_parameters", "buffers", "named_buffers"])
+@pytest.mark.parametrize("method", ["parameters", *(pytest.param(m, marks=pytest.mark.slow)
+                                                   for m in ("named_parameters", "buffers", "named_buffers"))])
 def test_module_members_come_in_the_module_order(method):
     module = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)) for _ in range(3)))
 
