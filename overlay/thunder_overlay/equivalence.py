@@ -6,9 +6,9 @@ included. ``match`` compares two trace texts (thunder-overlay names, bench/fusio
 distributed check and the tests use it); ``match_lines`` is its core, for callers that already know which
 pieces of a line are proxy names (``names`` compares its symbol-by-symbol records with it).
 
-Three things are not compared as program text:
-- ``normalise``: the wall-clock figure in thunder's "(took N milliseconds)" headers, and the id thunder
-  appends to the symbol of a ``torch.autograd.Function`` subclass (``_`` and six or more digits); both
+What else the comparator treats specially:
+- ``normalise`` drops the wall-clock figure in thunder's "(took N milliseconds)" headers and the id thunder
+  appends to the symbol of a ``torch.autograd.Function`` subclass (``_`` and six or more digits): both
   differ between processes that trace one program.
 - A comment holding a line of the program's source (``# file.py:12: <tab>u = a @ b``) is compared as
   plain text: its identifiers are source code, not proxies, and must be equal on both sides.
