@@ -23,6 +23,8 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from thunder_overlay.equivalence import proxy_names  # noqa: E402  (distributed_capture.py imports it from here)
+
 DEVICE = "cuda:0"
 STANDIN_ENV = "THUNDER_OVERLAY_CUDA_STANDIN"  # set by fusion_identity.py when it preloads the stand-in
 
@@ -125,31 +127,6 @@ def executors_for(kind: str):
     default = list(thunder.get_default_executors())
     assert any(e.name == "nvfuser" for e in default), [e.name for e in default]
     return default
-
-
-def proxy_names(trace) -> list[str]:
-    from thunder.core.proxies import Proxy
-    from thunder.core.pytree import tree_flatten
-
-    names: dict[str, None] = {}
-
-    def visit(bsyms):
-        for bsym in bsyms:
-            flat, _ = tree_flatten((bsym.args, bsym.kwargs, bsym.output))
-            for x in flat:
-                if isinstance(x, Proxy):
-                    names[x.name] = None
-                    for s in getattr(x, "_shape", ()) or ():
-                        if isinstance(s, Proxy):
-                            names[s.name] = None
-            visit(bsym.subsymbols)
-
-    flat_args, _ = tree_flatten((trace.args, trace.kwargs))
-    for x in flat_args:
-        if isinstance(x, Proxy):
-            names[x.name] = None
-    visit(trace.bound_symbols)
-    return sorted(names)
 
 
 def _contiguous_descriptor(shape: tuple[int, ...]) -> tuple:

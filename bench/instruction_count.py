@@ -2,7 +2,7 @@
 
     python bench/instruction_count.py [--workload nanogpt] [--workload llama2-like ...] [--runs 5]
 
-A timing ratio on a shared 2-core machine cannot resolve 2% (see the README); an instruction count can:
+A timing ratio on a shared 2-core machine cannot resolve 2% (docs/results.md); an instruction count can:
 it does not depend on load, so stock and overlay run at the same time. Each side is one process
 (THUNDER_OVERLAY=0 or 1) under ``valgrind --tool=callgrind --instr-atstart=no``. It builds a workload
 of ``bench/workloads.py`` on CPU, calls one jit of it to finish thunder's lazy imports, then switches

@@ -48,9 +48,9 @@ def run_python(
 
 
 def overlay_active() -> bool:
-    from thunder_overlay import status
+    from thunder_overlay import config, status
 
-    return status()["state"] in ("patched", "patched-unverified", "ready", "ready-unverified")
+    return status()["state"] in (*config.PATCHED_STATES, *config.READY_STATES)
 
 
 # Tests of what the patches do; they need the series applied in this process (a known base, or the

@@ -59,6 +59,7 @@ def test_warm_cache_is_used_without_parsing_or_applying_a_patch(tmp_path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
 def test_corrupt_entry_is_ignored_and_rewritten(tmp_path, damage):
     _, entry = warm(tmp_path)
@@ -70,6 +71,7 @@ def test_corrupt_entry_is_ignored_and_rewritten(tmp_path, damage):
     assert run(tmp_path)["status"]["bytecode_cache"] == f"hit: {entry}"
 
 
+@pytest.mark.slow
 def test_entry_of_changed_patches_is_ignored_and_rewritten(tmp_path, patches_copy):
     env = {"THUNDER_OVERLAY_PATCHES": str(patches_copy)}
     first = run(tmp_path, env)
@@ -84,6 +86,7 @@ def test_entry_of_changed_patches_is_ignored_and_rewritten(tmp_path, patches_cop
     assert run(tmp_path, env)["status"]["bytecode_cache"] == f"hit: {entry}"
 
 
+@pytest.mark.slow
 def test_entry_is_trusted_by_its_key_not_by_its_name(tmp_path):
     # The entry made for the installed thunder, put where a thunder tree elsewhere looks for its own.
     _, installed_entry = warm(tmp_path / "cache")
@@ -124,6 +127,8 @@ def _obeying_folder_modes(folder: Path) -> dict:
     return popen
 
 
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
 def test_read_only_cache_folder_is_read_and_never_written(tmp_path):
     empty, filled = tmp_path / "empty", tmp_path / "filled"
@@ -144,6 +149,7 @@ def test_read_only_cache_folder_is_read_and_never_written(tmp_path):
             os.chmod(folder, 0o700)
 
 
+@pytest.mark.slow
 def test_cache_folder_that_cannot_be_created_is_ignored(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -158,11 +164,13 @@ def test_pythondontwritebytecode_governs_pyc_beside_sources_not_the_cache(tmp_pa
     assert run(tmp_path, flag)["status"]["bytecode_cache"] == f"hit: {entry}"
 
 
+@pytest.mark.slow
 def test_python_dash_b_leaves_the_cache_in_use(tmp_path):
     _, entry = warm(tmp_path)
     assert run(tmp_path, args=("-B",))["status"]["bytecode_cache"] == f"hit: {entry}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["0", "off", "NO"])
 def test_cache_switched_off_is_neither_read_nor_written(tmp_path, value):
     _, entry = warm(tmp_path)
@@ -183,6 +191,7 @@ def test_entry_another_user_owns_is_never_used(tmp_path):
     assert again["engine_imported"] and entry.stat().st_uid == os.geteuid()
 
 
+@pytest.mark.slow
 def test_default_folder_follows_xdg_cache_home(tmp_path):
     proc = run_python(IMPORT, env={"XDG_CACHE_HOME": str(tmp_path)}, unset=(CACHE_ENV,))
     out = last_json(proc)
@@ -253,6 +262,7 @@ def _as_unknown_uid_without_home(code: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.slow
 def test_without_a_home_directory_the_cache_is_off():
     proc = _as_unknown_uid_without_home(
         "import json, os, pathlib\n"
@@ -265,6 +275,7 @@ def test_without_a_home_directory_the_cache_is_off():
     assert "thunder-overlay" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_temporary_file_left_by_a_killed_writer_blocks_no_later_writer(tmp_path):
     _, entry = warm(tmp_path)
     entry.unlink()
@@ -278,6 +289,7 @@ def test_a_temporary_file_left_by_a_killed_writer_blocks_no_later_writer(tmp_pat
     assert len(left) == 1 and left[0].startswith(f"{entry.name}."), "the writers leave no temporary file of their own"
 
 
+@pytest.mark.slow
 def test_every_module_that_shapes_the_patched_code_is_in_the_cache_key(tmp_path):
     from thunder_overlay import bytecode_cache
 
@@ -291,6 +303,7 @@ def test_every_module_that_shapes_the_patched_code_is_in_the_cache_key(tmp_path)
     assert loaded <= set(bytecode_cache.ENGINE_FILES), sorted(loaded - set(bytecode_cache.ENGINE_FILES))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["manifest.py", "_startup.py", "config.py"])
 def test_an_edited_engine_module_invalidates_the_entry(tmp_path, module):
     overlay = tmp_path / "overlay"

@@ -91,6 +91,7 @@ def test_a_trace_checked_on_its_own_gets_a_context_of_its_own():
         check_trace(trace)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["Llama", "Mistral", "Gemma"])
 def test_hf_models(kind):
     model, ids = hf(kind)
@@ -108,6 +109,7 @@ OLD_AUTODIFF = tuple(map(int, re.match(r"(\d+)\.(\d+)\.(\d+)", thunder.__version
 
 @pytest.mark.xfail(OLD_AUTODIFF, reason="thunder 0.2.1/0.2.2's augmented forward pass shares a name between "
                    "two number proxies (stock too)", strict=False)
+@pytest.mark.slow
 def test_hf_llama_with_gradients():
     model, ids = hf("Llama")
     model.train().requires_grad_(True)
@@ -117,6 +119,7 @@ def test_hf_llama_with_gradients():
     check_traces(jfn)
 
 
+@pytest.mark.slow
 def test_litgpt_gemma():
     model, ids = litgpt_gemma()
     jfn = thunder.jit(model)
@@ -125,6 +128,7 @@ def test_litgpt_gemma():
     assert "tensor" in {b.sym.name for t in thunder.last_traces(jfn)[:1] for b in t.bound_symbols}
 
 
+@pytest.mark.slow
 def test_a_proxy_with_a_wrong_dtype_in_a_real_model_still_fails():
     model, ids = hf("Llama")
     jfn = thunder.jit(model)

@@ -1,5 +1,6 @@
-"""bench/fusion_identity.py: its renaming comparator on real thunder traces (any Python, no nvFuser), and
-the whole check failing on a one-op change (only where the nvFuser environment, .venv312, exists)."""
+"""bench/fusion_identity.py: the comparator it uses (thunder_overlay.equivalence) on real thunder traces of a bench
+workload (any Python, no nvFuser), and the whole check failing on a one-op change (only where the nvFuser
+environment, .venv312, exists)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from thunder_overlay import equivalence
 CAPTURE = REPO / "bench" / "fusion_capture.py"
 CHECK = REPO / "bench" / "fusion_identity.py"
 VENV312 = REPO / ".venv312" / "bin" / "python"
+
+# Stock and overlay each compile models in processes of their own: minutes
+pytestmark = pytest.mark.slow
 
 
 def capture(overlay: str, workload: str, mode: str) -> dict:

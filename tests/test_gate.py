@@ -236,23 +236,36 @@ def test_reuse_requires_the_same_thunder_torch_and_patches(root):
     assert not runner.reusable(run, sel, "overlay")
 
 
+def write_summary(folder: Path, thunder: str, seconds: dict, quick: bool = False) -> Path:
+    """A run's overall summary as the gate writes it (report.overall), with these module times and test counts:
+    seconds {module: (stock seconds, overlay seconds, tests)}."""
+    modules = {}
+    for module, (stock, overlay, tests) in seconds.items():
+        sides = {side: {**outcomes.counts({}), "passed": tests, "tests": tests, "seconds": s, "returncode": 0,
+                        "collect": "ok", "reused": False} for side, s in (("stock", stock), ("overlay", overlay))}
+        modules[module] = {**sides, **{k: [] for k in report.LISTS + ["infra_errors"]}, "identical": tests}
+    folder.mkdir(parents=True)
+    path = folder / f"gate-{thunder}.json"
+    path.write_text(json.dumps(report.overall(modules, {"thunder": thunder, "quick": quick, "complete": True})))
+    return path
+
+
 def test_eta_from_earlier_module_times(tmp_path):
-    durations = report.history([TOOLS / "results" / "gate-0.2.5"], quick=False)["seconds"]
-    grad = durations[("test_grad", "stock")]
-    assert grad > 1000 and durations[("test_grad", "overlay")] > 1000
+    grad, ov = 1800.0, 1900.0
+    write_summary(tmp_path / "gate-0.2.5", "0.2.5", {"test_grad": (grad, ov, 426), "test_core": (19.0, 20.0, 173)})
+    write_summary(tmp_path / "gate-0.2.5-quick", "0.2.5", {"test_grad": (5.0, 5.0, 10)}, quick=True)
+    durations = report.history([tmp_path / "gate-0.2.5"], quick=False)["seconds"]
+    assert durations == {("test_grad", "stock"): grad, ("test_grad", "overlay"): ov,
+                         ("test_core", "stock"): 19.0, ("test_core", "overlay"): 20.0}
+    assert report.history([tmp_path / "gate-0.2.5-quick"], quick=False)["seconds"] == {}  # only runs of one kind
     # a run that reused its stock side records 0 seconds there: the overlay side's time stands in for it
-    summary = json.loads((TOOLS / "results" / "gate-0.2.6" / "gate-0.2.6.json").read_text())
-    summary["modules"]["test_core"]["stock"]["seconds"] = 0
-    reused_dir = tmp_path / "gate-0.2.6-reused"
-    reused_dir.mkdir()
-    (reused_dir / "gate-0.2.6.json").write_text(json.dumps(summary))
-    reused = report.history([reused_dir], quick=False)["seconds"]
-    assert reused[("test_core", "stock")] == reused[("test_core", "overlay")] > 0
+    write_summary(tmp_path / "gate-0.2.6-reused", "0.2.6", {"test_core": (0, 20.0, 173)})
+    reused = report.history([tmp_path / "gate-0.2.6-reused"], quick=False)["seconds"]
+    assert reused[("test_core", "stock")] == reused[("test_core", "overlay")] == 20.0
 
     a, b = plan.Unit("test_grad", index=1, count=2), plan.Unit("test_grad", index=2, count=2)
     new = plan.Unit("test_new")
     eta = report.Eta([(a, "stock"), (a, "overlay"), (b, "stock"), (new, "stock")], durations, {"test_new": 10})
-    ov = durations[("test_grad", "overlay")]
     assert eta.remaining() == (pytest.approx(grad + ov / 2), 1)  # halves of test_grad; test_new: no rate yet
     # the first half took as long as the whole did before (a machine twice as busy), for 100 tests
     eta.finished((a, "stock"), grad, grad, 100)
@@ -263,14 +276,15 @@ def test_eta_from_earlier_module_times(tmp_path):
     assert eta.remaining((b, "stock"), elapsed=100, done=5, total=100) == (pytest.approx(grad - 100 + grad + grad / 10), 0)
 
 
-def test_earlier_runs_are_found_by_the_thunder_they_ran():
-    # upstream main reports a dev version; its committed run is named after main, and still feeds main's ETA
-    results = TOOLS / "results"
-    main_version = json.loads(next((results / "gate-main").glob("gate-*.json")).read_text())["thunder"]
-    assert main_version.startswith("0.2.7")
-    of_main, of_026 = set(report.results_of(results, main_version)), set(report.results_of(results, "0.2.6"))
-    assert results / "gate-main" in of_main and results / "gate-0.2.6" not in of_main
-    assert results / "gate-0.2.6" in of_026 and not {results / "gate-main", results / "gate-0.2.5"} & of_026
+def test_earlier_runs_are_found_by_the_thunder_they_ran(tmp_path):
+    # upstream main reports a dev version; its run is named after main, and still feeds main's ETA
+    for folder, thunder in (("gate-main", "0.2.7.dev0"), ("gate-0.2.6", "0.2.6"), ("gate-0.2.6-quick", "0.2.6"),
+                            ("gate-0.2.5", "0.2.5")):
+        write_summary(tmp_path / folder, thunder, {"test_core": (1.0, 1.0, 1)}, quick=folder.endswith("quick"))
+    (tmp_path / "gate-broken").mkdir()
+    (tmp_path / "gate-broken" / "gate-0.2.6.json").write_text("{not json")
+    assert report.results_of(tmp_path, "0.2.7.dev0") == [tmp_path / "gate-main"]
+    assert report.results_of(tmp_path, "0.2.6") == [tmp_path / "gate-0.2.6", tmp_path / "gate-0.2.6-quick"]
 
 
 def test_discovers_the_modules_thunder_ships():
@@ -283,6 +297,7 @@ def test_discovers_the_modules_thunder_ships():
         == "distributed/test_ops.py::test_a[cpu]"
 
 
+@pytest.mark.slow
 def test_command_end_to_end_with_resume_and_report(root):
     out = root.parent / "out"
     cmd = [sys.executable, str(TOOLS / "gate.py"), "--test-root", str(root), "--out", str(out), "-n", "0",
@@ -322,6 +337,7 @@ def test_command_end_to_end_with_resume_and_report(root):
     assert shown.returncode == 0 and "| test_tiny | 46 / 46 |" in shown.stdout and "REGRESSIONS (1)" in shown.stdout
 
 
+@pytest.mark.slow
 def test_copied_thunder_test_module_runs_from_test_root(tmp_path):
     """Issue 13 runs patched copies of thunder's test modules: a plain copy must give the same ids as --pyargs."""
     import thunder.tests

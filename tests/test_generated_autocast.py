@@ -7,12 +7,16 @@ CI runs a bounded, derandomized number of examples; THUNDER_OVERLAY_EXAMPLES=500
 
 import os
 
+import pytest
 import thunder
 from hypothesis import HealthCheck, given, settings, strategies as st
 from thunder.transforms.autocast import autocast
 
 from thunder_overlay import check_traces
 from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
+
+# 12 generated programs, each compiled and compared with eager float64: minutes
+pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("THUNDER_OVERLAY_EXAMPLES", "12"))
 NAMES = ["t0", "t1", "t2", "t3", "t5", "t12", "t_0", "t_1", "t_2", "i0", "u", "v", "act", "out", "gate", "tmp"]

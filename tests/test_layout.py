@@ -1,7 +1,9 @@
 """The engine's modules import one way: start-up -> engine -> manifest / cache -> patchset, with the
-constants, switches and warnings in a leaf (config) that imports only os and sys."""
+constants, switches and warnings in a leaf (config) that imports only os and sys. The README's commands are
+CI's, and its links lead somewhere."""
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import REPO
@@ -60,8 +62,19 @@ def test_the_patches_directory_is_found_one_way():
             assert 'environ.get("THUNDER_OVERLAY_PATCHES"' not in text, path
 
 
-def test_readme_is_for_users_and_links_the_results_page():
+def test_the_readmes_two_commands_are_the_ones_ci_runs():
     readme = (REPO / "README.md").read_text()
-    assert len(readme.encode()) < 20_000, "dated measurements belong on docs/results.md"
-    assert readme.startswith("# thunder-overlay\n\n```bash\n./setup.sh ")
-    assert "(docs/results.md" in readme and (REPO / "docs" / "results.md").is_file()
+    opening = re.match(r"# thunder-overlay\n\n```bash\n(.*?)```\n", readme, re.S)
+    assert opening, "the README opens with its commands"
+    commands = [line.split(" # ")[0].strip() for line in opening.group(1).splitlines()]
+    assert len(commands) == 2 and commands[0] == "./setup.sh" and " -m pytest tests " in commands[1]
+    assert "slow" not in commands[1], "the README's test command runs every test"
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert all(c in ci for c in commands) and ci.index(commands[0]) < ci.index(commands[1]), "CI runs them, in order"
+
+
+def test_the_readmes_links_into_the_repository_exist():
+    readme = (REPO / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert "docs/maintaining.md" in links and "docs/results.md" in links
+    assert [link for link in links if not (REPO / link).is_file()] == []

@@ -31,6 +31,7 @@ def computed_names(record: dict) -> set[str]:
     return {n for trace in record["traces"] for depth, _, outs, _ in trace["symbols"] if depth == 0 for n in outs}
 
 
+@pytest.mark.slow
 def test_overlay_side_ran_the_series_and_stock_side_the_order_patch_alone(corpus):
     stock, overlay, _ = corpus
     assert {r["state"] for r in overlay.values()} == {"patched"}
@@ -40,6 +41,7 @@ def test_overlay_side_ran_the_series_and_stock_side_the_order_patch_alone(corpus
     assert all(len(r["patches"]) == 1 and r["patches"][0].endswith(names.ORDER_PATCH) for r in stock.values())
 
 
+@pytest.mark.slow
 def test_no_value_stock_names_is_lost(corpus):
     _, _, comparisons = corpus
     failures = {p: (c.error, c.lost, c.later) for p, c in comparisons.items() if c.violations}
@@ -47,6 +49,7 @@ def test_no_value_stock_names_is_lost(corpus):
     assert sum(c.stock_named for c in comparisons.values()) > 100, "the corpus names values at all"
 
 
+@pytest.mark.slow
 def test_only_the_autocast_chain_fails_stock(corpus):
     stock, overlay, _ = corpus
     assert all(r["ok"] for r in overlay.values()), [r.get("error") for r in overlay.values() if not r["ok"]]
@@ -55,6 +58,7 @@ def test_only_the_autocast_chain_fails_stock(corpus):
     assert "Expected a.dtype=thunder.dtypes.float32" in by_name(stock, "autocast_chain")["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program, name", [("sequential", "y"), ("sequential_after_loop", "final")])
 def test_module_results_the_caller_binds_keep_their_names_as_in_stock(corpus, program, name):
     stock, overlay, comparisons = corpus
@@ -63,6 +67,7 @@ def test_module_results_the_caller_binds_keep_their_names_as_in_stock(corpus, pr
     assert comparisons[program].kept == comparisons[program].stock_named
 
 
+@pytest.mark.slow
 def test_helper_parameter_naming_a_rebound_variable_is_kept(corpus):
     stock, overlay, _ = corpus
     # prog binds `w` to u - u while the input holds `w`; stock then names the value after helper's `q`
@@ -70,6 +75,7 @@ def test_helper_parameter_naming_a_rebound_variable_is_kept(corpus):
     assert "q" in computed_names(by_name(overlay, "helper_rebinds_input"))
 
 
+@pytest.mark.slow
 def test_thunder_locals_are_removed_and_the_value_counted(corpus):
     stock, overlay, comparisons = corpus
     assert "result" in computed_names(by_name(stock, "autocast_seed"))
@@ -77,6 +83,7 @@ def test_thunder_locals_are_removed_and_the_value_counted(corpus):
     assert [s for s, _ in comparisons["autocast_seed"].internal] == ["result"]
 
 
+@pytest.mark.slow
 def test_models_keep_every_name_stock_gives(corpus):
     _, _, comparisons = corpus
     for program in ("llama2_like", "gpt_neox_like", "pythia_14m", "nanogpt", "thunderfx_program"):
@@ -84,6 +91,7 @@ def test_models_keep_every_name_stock_gives(corpus):
         assert c.stock_named > 5 and not c.error and c.kept + len(c.earlier) == c.stock_named, program
 
 
+@pytest.mark.slow
 def test_comparison_reports_a_value_the_overlay_leaves_generated(corpus):
     stock, overlay, _ = corpus
     target = f"{names.CORPUS}:sequential"
@@ -98,6 +106,7 @@ def test_comparison_reports_a_value_the_overlay_leaves_generated(corpus):
     assert result.lost == [("y", "t99")] and result.violations == 1
 
 
+@pytest.mark.slow
 def test_no_grad_program_keeps_its_generated_looking_names(corpus):
     # 0.2.1 and 0.2.2 copy every output under no_grad and the copies lose the weak-name flag
     stock, overlay, comparisons = corpus
@@ -117,6 +126,7 @@ def test_a_counted_out_name_is_not_taken_for_a_thunder_local():
     assert names.compare("p", record("result"), record("t9"), {"t10", "result"}).internal == [("result", "t9")]
 
 
+@pytest.mark.slow
 def test_names_command_on_a_users_file(tmp_path):
     program = tmp_path / "my_model.py"
     program.write_text(
@@ -137,6 +147,7 @@ def test_names_command_on_a_users_file(tmp_path):
     assert "; 0 lost" in proc.stdout
 
 
+@pytest.mark.slow
 def test_names_command_refuses_a_target_without_inputs(tmp_path):
     (tmp_path / "bare.py").write_text("def f(x):\n    return x\n")
     proc = subprocess.run([sys.executable, "-m", "thunder_overlay.cli", "names", f"{tmp_path / 'bare.py'}:f"],
@@ -145,6 +156,7 @@ def test_names_command_refuses_a_target_without_inputs(tmp_path):
     assert "provides neither f_inputs nor inputs" in proc.stdout
 
 
+@pytest.mark.slow
 def test_names_command_does_not_depend_on_the_hash_seed_of_its_two_sides(tmp_path):
     # Stock thunder orders a module's parameters by hash seed inside the jit: with a random seed per side
     # the two sides would jit two different programs (symbols over parameters of other shapes, in another order).

@@ -6,41 +6,27 @@ import json
 
 import pytest
 
+from thunder_overlay import equivalence
+
 from conftest import requires_overlay, run_python
 
-SHAPES = """
+# Stock and overlay each compile models in processes of their own: minutes
+pytestmark = pytest.mark.slow
+
+TRACES = """
 import json, torch, thunder
-from thunder.core.proxies import Proxy, TensorProxy
-from thunder.core.pytree import tree_flatten
 from thunder.tests import nanogpt_model
+from thunder_overlay.equivalence import describe
 from thunder_overlay.reproducers.seed_946_names import func as seed_946
 
 
-def shape(trace):
-    '''Every bound symbol with proxies replaced by their order of first appearance and metadata.'''
-    order = {}
-
-    def canon(x):
-        if not isinstance(x, Proxy):
-            return repr(x)
-        meta = f"{x.dtype}{list(x.shape)}" if isinstance(x, TensorProxy) else type(x).__name__
-        return f"%{order.setdefault(x.name, len(order))}:{meta}"
-
-    lines = []
-    for bsym in trace.bound_symbols:
-        args, _ = tree_flatten((bsym.args, bsym.kwargs))
-        outs, _ = tree_flatten(bsym.output)
-        lines.append(f"{bsym.sym.name}({', '.join(map(canon, args))}) -> {', '.join(map(canon, outs))}")
-    return {"shape": lines, "names": sorted(order)}
-
-
 def traces(jfn):
-    out = {"prologue": shape(thunder.last_prologue_traces(jfn)[-1]), "computation": shape(thunder.last_traces(jfn)[0]),
-           "forward": shape(thunder.last_traces(jfn)[-1])}
+    out = {"prologue": thunder.last_prologue_traces(jfn)[-1], "computation": thunder.last_traces(jfn)[0],
+           "forward": thunder.last_traces(jfn)[-1]}
     backward = thunder.last_backward_traces(jfn)
     if backward:
-        out["backward"] = shape(backward[-1])
-    return out
+        out["backward"] = backward[-1]
+    return {which: describe(trace) for which, trace in out.items()}
 
 
 torch.manual_seed(0)
@@ -61,10 +47,15 @@ print(json.dumps({"nanogpt": traces(jmodel), "seed_946_retrace": traces(retrace)
 def both_sides():
     sides = {}
     for side, overlay in (("stock", "0"), ("overlay", "1")):
-        proc = run_python(SHAPES, overlay=overlay)
+        proc = run_python(TRACES, overlay=overlay)
         assert proc.returncode == 0, proc.stderr[-3000:]
         sides[side] = json.loads(proc.stdout.strip().splitlines()[-1])
     return sides
+
+
+def matched(both_sides, program, trace) -> equivalence.Match:
+    stock, overlay = both_sides["stock"][program][trace], both_sides["overlay"][program][trace]
+    return equivalence.match(stock["text"], stock["proxies"], overlay["text"], overlay["proxies"])
 
 
 @pytest.mark.parametrize("program, trace", [
@@ -72,18 +63,13 @@ def both_sides():
     ("seed_946_retrace", "prologue"), ("seed_946_retrace", "computation"), ("seed_946_retrace", "forward"),
 ])
 def test_same_program_up_to_names(both_sides, program, trace):
-    stock, overlay = both_sides["stock"][program][trace]["shape"], both_sides["overlay"][program][trace]["shape"]
-    assert len(stock) > 1
-    first_difference = next((i for i, (a, b) in enumerate(zip(stock, overlay)) if a != b), None)
-    assert stock == overlay, (
-        f"{program} {trace}: {len(stock)} vs {len(overlay)} symbols; first difference at {first_difference}:\n"
-        f"  stock:   {stock[first_difference] if first_difference is not None else '-'}\n"
-        f"  overlay: {overlay[first_difference] if first_difference is not None else '-'}"
-    )
+    stock = both_sides["stock"][program][trace]
+    assert len(stock["proxies"]) > 1 and stock["text"].count("\n") > 5
+    result = matched(both_sides, program, trace)
+    assert result.difference is None, f"{program} {trace}: {result.difference}"
 
 
 @requires_overlay
 def test_the_comparison_sees_through_names(both_sides):
     """The #946 round trip is named differently by stock and overlay, yet compares equal above."""
-    stock, overlay = (both_sides[side]["seed_946_retrace"]["computation"]["names"] for side in ("stock", "overlay"))
-    assert stock != overlay
+    assert matched(both_sides, "seed_946_retrace", "computation").renaming

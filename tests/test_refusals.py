@@ -37,6 +37,7 @@ def test_locally_edited_jit_ext_is_refused(thunder_copy_edited):
     assert_strict_raises(env, "edited locally" if wheel else "THUNDER_OVERLAY_BASE=")
 
 
+@pytest.mark.slow
 def test_pytest_filterwarnings_error_never_fails_a_test_on_a_refusal(thunder_copy_edited, tmp_path):
     # A project whose pytest configuration turns warnings into errors, allowing the two that importing
     # stock thunder gives (transformer_engine missing; a file interpreter.py leaves open).
@@ -109,7 +110,8 @@ def test_patch_that_does_not_apply_is_refused(patches_copy):
     assert_strict_raises(env, "does not apply")
 
 
-@pytest.mark.parametrize("damage", ["truncate", "corrupt", "empty"])
+@pytest.mark.parametrize("damage", ["truncate", pytest.param("corrupt", marks=pytest.mark.slow),
+                                    pytest.param("empty", marks=pytest.mark.slow)])
 def test_corrupt_or_truncated_patch_is_refused(patches_copy, damage):
     patch = _series_patch(patches_copy)
     text = patch.read_text()

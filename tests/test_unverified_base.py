@@ -120,6 +120,7 @@ def f_inputs():
 """
 
 
+@pytest.mark.slow
 def test_names_runs_on_an_unverified_base_and_refuses_at_once_without_it(shifted_tree, tmp_path):
     program = tmp_path / "program.py"
     program.write_text(NAMES_PROGRAM)

@@ -17,13 +17,14 @@ requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --tar
     python tools/gate.py --out ... --reuse-stock              # rerun the overlay side only
     python tools/gate.py --out ... --stock-only               # stock's outcomes now, the overlay side later
     python tools/gate.py --collect-only                       # what collects on each side, and shard sizes
-    python tools/gate.py --report tools/results/gate-0.2.6   # the README's markdown table of a run
+    python tools/gate.py --report tools/results/gate-0.2.6   # the markdown table of a run (docs/results.md)
     python tools/gate.py --modules test_autocast -k "not float64" --test-root DIR   # DIR/test_autocast.py
     python tools/gate.py --overlay-pythonpath /tmp/patched --overlay-env THUNDER_OVERLAY=0   # a patched copy
 
 Writes DIR/modules/<module>.json per module as each finishes, DIR/gate-<thunder>[-quick].json overall
 (rewritten after every module), and the raw per-test JSON lines and pytest logs to DIR/raw/. Default DIR:
-tools/results/gate-<thunder>[-quick]. Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error
+tools/results/gate-<thunder>[-quick]; git keeps only the overall summary (modules/ and raw/ are ignored, and
+--resume or --report need nothing else). Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error
 (e.g. a pytest run that crashed, thunder imported from the wrong place), 130 stopped by Ctrl-C (--resume
 continues).
 """

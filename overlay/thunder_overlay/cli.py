@@ -17,6 +17,7 @@ THUNDER_IMPORT_NOISE = "transformer_engine module not found"
 
 def _status(args) -> int:
     import thunder_overlay
+    from thunder_overlay import config
 
     report = thunder_overlay.status(import_thunder=not args.no_import)
     if args.json:
@@ -29,7 +30,7 @@ def _status(args) -> int:
                     print("  " + _file_line(file))
             elif key != "state" and value not in (None, [], False) or key == "known":
                 print(f"  {key:<17} {', '.join(value) if isinstance(value, list) else value}")
-    return 0 if report["state"] in ("patched", "patched-unverified", "ready", "ready-unverified", "disabled") else 1
+    return 0 if report["state"] in (*config.PATCHED_STATES, *config.READY_STATES, "disabled") else 1
 
 
 def _file_line(file: dict) -> str:

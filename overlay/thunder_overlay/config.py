@@ -25,6 +25,13 @@ MODES = {
     "strict": "strict",
 }
 
+# The states that mean thunder runs the series: from a known base, or from the series THUNDER_OVERLAY_BASE
+# names. A dry run (status without importing thunder) says "ready" for "patched": READY[state]. The engine,
+# the CLI, `names`, `verify` and the tests read them here; the README describes each state.
+PATCHED_STATES = ("patched", "patched-unverified")
+READY = {"patched": "ready", "patched-unverified": "ready-unverified"}
+READY_STATES = tuple(READY.values())
+
 # Every field of a status report, in order, with its empty value (the README describes each); here, not in
 # the engine, so that a report can be made when the engine itself cannot be imported.
 REPORT_FIELDS = {

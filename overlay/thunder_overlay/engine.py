@@ -249,5 +249,5 @@ def dry_run(finder) -> Plan:
     if spec is None or spec.submodule_search_locations is None:
         return Plan(state="not-installed", reason="thunder is not installed (no importable 'thunder' package)")
     result = plan(locator, spec)
-    result.state = {"patched": "ready", "patched-unverified": "ready-unverified"}.get(result.state, result.state)
+    result.state = config.READY.get(result.state, result.state)
     return result

@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thunder_overlay import config, equivalence
+
 CORPUS = "thunder_overlay.name_corpus"
 _MARK = "@@names "
 
@@ -150,12 +152,11 @@ def _thunder_local_names() -> set[str]:
     return names
 
 
-def record(target: str, thunderfx: bool = False) -> dict:
-    """Jit one target in this process and describe its initial computation traces."""
+def jit_target(target: str, thunderfx: bool = False) -> list:
+    """Load a target, compile it as it asks (thunder.jit, or ThunderFX), call it once; the jitted functions."""
     import thunder
     import torch
 
-    capture = _BindingCapture()
     program, args, kwargs, compiler = _load(target)
     if thunderfx or compiler == "thunderfx":
         from thunder.dynamo import ThunderCompiler
@@ -163,12 +164,18 @@ def record(target: str, thunderfx: bool = False) -> dict:
         torch._dynamo.reset()
         backend = ThunderCompiler()
         torch.compile(program, backend=backend)(*args, **kwargs)
-        jitted = [f for info in backend.subgraph_infos for f in (info.thunder_compiled_fns or ())]
-    else:
-        jfn = thunder.jit(program)
-        jfn(*args, **kwargs)
-        jitted = [jfn]
-    return {"traces": [trace_record(thunder.last_traces(jfn)[0], capture) for jfn in jitted]}
+        return [f for info in backend.subgraph_infos for f in (info.thunder_compiled_fns or ())]
+    jfn = thunder.jit(program)
+    jfn(*args, **kwargs)
+    return [jfn]
+
+
+def record(target: str, thunderfx: bool = False) -> dict:
+    """Jit one target in this process and describe its initial computation traces."""
+    import thunder
+
+    capture = _BindingCapture()
+    return {"traces": [trace_record(thunder.last_traces(jfn)[0], capture) for jfn in jit_target(target, thunderfx)]}
 
 
 def trace_record(trace, capture: _BindingCapture) -> dict:
@@ -230,26 +237,29 @@ class Comparison:
         return len(self.lost) + len(self.later) + self.renames_skipped + (1 if self.error else 0)
 
 
-def _symbol_kind(name: str) -> str:
-    # Symbols of torch.autograd.Function subclasses carry the class's id, which differs between processes
-    return re.sub(r"_[0-9]{6,}", "", name)
+def _lines(described: dict) -> list[list]:
+    """A trace record as lines of pieces for the comparator: the inputs, then one line per symbol (indented by
+    depth: ``outputs = symbol(arguments)``), with every proxy name marked as one."""
+    def names(items):
+        pieces = []
+        for k, name in enumerate(items):
+            pieces += ([(False, ", ")] if k else []) + [(True, name) if name is not None else (False, "None")]
+        return pieces
+
+    lines = [[(False, "inputs: "), *names(described["args"])]]
+    for depth, symbol, outs, args in described["symbols"]:
+        head = [(False, "  " * depth), *names(outs), (False, " = ")] if outs else [(False, "  " * depth)]
+        lines.append([*head, (False, f"{equivalence.normalise(symbol)}("), *names(args), (False, ")")])
+    return lines
 
 
 def _align(stock: dict, overlay: dict) -> dict[str, str]:
-    """Overlay name -> stock name of the same value; raises ValueError when the programs differ."""
-    pairs = list(zip(stock["args"], overlay["args"]))
-    if len(stock["args"]) != len(overlay["args"]) or len(stock["symbols"]) != len(overlay["symbols"]):
-        raise ValueError(f"the traces differ in size: {len(stock['symbols'])} vs {len(overlay['symbols'])} symbols")
-    for k, ((_, s_sym, s_out, s_arg), (_, o_sym, o_out, o_arg)) in enumerate(zip(stock["symbols"], overlay["symbols"])):
-        if _symbol_kind(s_sym) != _symbol_kind(o_sym) or len(s_out) != len(o_out) or len(s_arg) != len(o_arg):
-            raise ValueError(f"the traces differ at symbol {k}: {s_sym} vs {o_sym}")
-        pairs += zip(s_out + s_arg, o_out + o_arg)
-    to_stock: dict[str, str] = {}
-    to_overlay: dict[str, str] = {}
-    for s, o in pairs:
-        if to_stock.setdefault(o, s) != s or to_overlay.setdefault(s, o) != o:
-            raise ValueError(f"the traces are not one program up to renaming: {s} vs {o}")
-    return to_stock
+    """Overlay name -> stock name of the same value; raises ValueError when the traces are not one program up to
+    renaming (the comparator of invariant I7, on the symbols' names and their proxy arguments and outputs)."""
+    found = equivalence.match_lines(_lines(stock), _lines(overlay))
+    if found.difference is not None:
+        raise ValueError(f"the traces are not one program up to renaming: {found.difference}")
+    return {o: s for s, o in found.pairs.items()}
 
 
 def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -> Comparison:
@@ -301,9 +311,6 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
 HASH_SEED = "0"
 
 
-PATCHED_STATES = {"patched", "patched-unverified"}
-
-
 def _overlay_side_state() -> str:
     code = "import thunder_overlay; print(thunder_overlay.status(import_thunder=False)['state'])"
     env = dict(os.environ, THUNDER_OVERLAY="1")
@@ -321,7 +328,7 @@ def order_only_series(folder: Path) -> Path | None:
     series lacks it. Stock's order of ``module.parameters()`` under thunder.jit depends on the hash seed (a
     set), the overlay's is the module's: stock with this one patch traces the program the overlay traces, with
     stock's names."""
-    from thunder_overlay import config, manifest
+    from thunder_overlay import manifest
 
     source = Path(config.patches_dir()[0])
     shutil.copy(source / config.MANIFEST, folder / config.MANIFEST)
@@ -419,13 +426,13 @@ def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False
 def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
     # What the overlay side's import would do, before minutes of tracing: status() without importing thunder
     ahead = _overlay_side_state()
-    if ahead not in ("ready", "ready-unverified"):
+    if ahead not in config.READY_STATES:
         print(f"the overlay side would not run patched (state {ahead}); see `THUNDER_OVERLAY=1 thunder-overlay status`",
               file=sys.stderr)
         return 2
     stock, stock_locals, overlay = run_both(targets, thunderfx, announce=True)
     states = {r.get("state") for r in overlay.values()}
-    if not states <= PATCHED_STATES:
+    if not states <= set(config.PATCHED_STATES):
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
               "see `thunder-overlay status`", file=sys.stderr)
         return 2

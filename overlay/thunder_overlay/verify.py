@@ -12,6 +12,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from thunder_overlay import config
 from thunder_overlay.reproducers import PROGRAMS
 
 TIMEOUT_S = 600
@@ -30,7 +31,7 @@ def run_program(name: str, overlay: bool) -> tuple[bool, str, float]:
     elapsed = time.perf_counter() - start
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     last = lines[-1].strip() if lines else f"exit code {proc.returncode}"
-    expected_states = ("[patched]", "[patched-unverified]") if overlay else ("[disabled]",)
+    expected_states = tuple(f"[{s}]" for s in config.PATCHED_STATES) if overlay else ("[disabled]",)
     if proc.returncode == 0 and not last.startswith(expected_states):
         return False, f"ran, but the overlay state was not {' or '.join(expected_states)}: {last}", elapsed
     return proc.returncode == 0, last, elapsed

@@ -52,7 +52,7 @@ def skip_reasons(results):
 
 def module_summary(module, unit_runs, found, meta):
     """unit_runs: {side: [run per shard]}; found: compare()/confirm() lists plus infra_errors; meta: the run's
-    selection, dates and versions. The small per-module JSON the repository keeps."""
+    selection, dates and versions. The per-module JSON written beside the run (git keeps only the overall one)."""
     summary = {"module": module, **meta}
     for side, runs in unit_runs.items():
         summary[side] = side_summary(merge_runs(runs))
@@ -135,7 +135,7 @@ def _any(summary, outcome):
 
 
 def markdown_table(summary):
-    """One row per module, 'stock / overlay' in each cell, for the README."""
+    """One row per module, 'stock / overlay' in each cell, for docs/results.md."""
     cols = ["passed", "failed", "error"] + [o for o in ("timeout", "crashed") if _any(summary, o)] \
         + ["skipped", "xfailed", "xpassed"]
     head = ["module", "tests"] + cols + ["regressions", "flaky", "time"]
