@@ -37,8 +37,13 @@ from thunder_overlay.patchset import read_series  # noqa: E402
 BRANCH = "thunder-overlay/{}"
 SOURCE_BASE = "0.2.6"
 HAND_PORTED = {
-    "0.2.1": "its 0002 also counts counted-out t<n> names of no_grad output copies as generated (symbol.py of "
-    "0.2.1 and 0.2.2 copies every output under no_grad, and the copy loses the weak-name flag)",
+    "0.2.1": "thunder builds the backward trace in core/transforms.py and common.py, not transforms/autodiff.py, "
+    "and symbol.py copies every output under no_grad (a copy shares its original's name)",
+    "0.2.2": "as 0.2.1, whose commits it takes; core/transforms.py and executors/torch_autograd.py differ",
+    "0.2.3": "autodiff.py makes its collection proxies as thunder.core.proxies.CollectionProxy, and "
+    "core/transforms.py and executors/torch_autograd.py assert the backward's input names",
+    "0.2.4": "core/transforms.py, executors/torch_autograd.py and core/rematerialization.py find the backward's "
+    "inputs by name",
 }
 
 
@@ -65,7 +70,7 @@ def port_commit(checkout: Path, commit: str, base: str) -> None:
         raise SystemExit(f"cherry-pick of {commit[:10]} onto {base} failed:\n{proc.stderr.strip()}")
     for path in conflicts:
         if not path.startswith("thunder/tests/"):
-            git(checkout, "cherry-pick", "--abort", check=False)
+            git(checkout, "reset", "-q", "--hard", "HEAD")  # a cherry-pick -n leaves nothing to --abort
             raise SystemExit(f"{commit[:10]} does not apply to {path} of {base}; port it by hand")
         git(checkout, "checkout", "--ours", "--", path)
         target = checkout / path
@@ -79,7 +84,7 @@ def port_commit(checkout: Path, commit: str, base: str) -> None:
     git(checkout, "commit", "-q", "--no-verify", "-C", commit)
 
 
-def port(checkout: Path) -> None:
+def port(checkout: Path, only: list[str] | None = None) -> None:
     source = BRANCH.format(SOURCE_BASE)
     commits = git(checkout, "rev-list", "--reverse", f"{SOURCE_BASE}..{source}").split()
     if not commits:
@@ -90,7 +95,7 @@ def port(checkout: Path) -> None:
     try:
         for base in manifest.load():
             tag = base.directory.name
-            if tag == SOURCE_BASE:
+            if tag == SOURCE_BASE or (only and tag not in only):
                 continue
             if tag in HAND_PORTED:
                 print(f"{BRANCH.format(tag)}: left alone, ported by hand: {HAND_PORTED[tag]}")
@@ -130,10 +135,12 @@ def file_hashes(checkout: Path, base: manifest.Base, paths: list[str]) -> dict[s
     return hashes
 
 
-def export(checkout: Path) -> None:
+def export(checkout: Path, only: list[str] | None = None) -> None:
     manifest_file = Path(config.patches_dir()[0]) / config.MANIFEST
     for base in manifest.load():
         tag = base.directory.name
+        if only and tag not in only:
+            continue
         for old in base.directory.glob("*.patch"):
             old.unlink()
         git(checkout, "format-patch", "-q", "--zero-commit", "--no-signature", "--filename-max-length=100", "-o", str(base.directory),
@@ -156,8 +163,12 @@ def main() -> int:
     parser.add_argument("command", choices=("port", "export"), help="port: cherry-pick onto every base; export: "
                         "write patches/<base>/ from the branches")
     parser.add_argument("--thunder-git", type=Path, required=True, help="a lightning-thunder git checkout with tags")
+    parser.add_argument("--bases", nargs="+", metavar="BASE", help="only these bases (their directory names under "
+                        "patches/); default: every base of the manifest")
     args = parser.parse_args()
-    {"port": port, "export": export}[args.command](args.thunder_git.resolve())
+    if unknown := set(args.bases or ()) - {b.directory.name for b in manifest.load()}:
+        parser.error(f"no base {', '.join(sorted(unknown))} in patches/manifest.toml")
+    {"port": port, "export": export}[args.command](args.thunder_git.resolve(), args.bases)
     return 0
 
 
