@@ -192,24 +192,3 @@ def assert_strict_raises(env: dict, reason: str, *before: str):
         "the overlay cannot patch thunder: "
     ), last
     assert reason in last and "stock thunder runs" not in last
-
-
-@pytest.fixture(autouse=True)
-def no_rename_skipped_for_unequal_metadata(request):
-    """Every test that jits in this process: no proxy kept its name because its metadata differs from that of
-    the proxy its name was allocated for (jit_ext.proxy_rename_stats, patch 0002), unless the test is marked
-    ``renames_skipped_on_purpose``."""
-    def skipped():
-        jit_ext = sys.modules.get("thunder.core.jit_ext")
-        stats = getattr(jit_ext, "proxy_rename_stats", None)
-        return stats["skipped_unequal_metadata"] if stats is not None else 0
-
-    before = skipped()
-    yield
-    if request.node.get_closest_marker("renames_skipped_on_purpose") is None:
-        assert skipped() == before, "a rename was skipped for unequal metadata: two values shared a name"
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "renames_skipped_on_purpose: the test makes renames skip for unequal "
-                            "metadata, which every other test asserts never happens")

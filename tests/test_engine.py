@@ -37,7 +37,8 @@ def test_jit_ext_is_patched_on_import_and_file_on_disk_untouched():
     (jit_ext,) = [f for f in status["files"] if f["module"] == "thunder.core.jit_ext"]
     assert jit_ext == {"module": "thunder.core.jit_ext", "path": out["file"], "sha256": out["disk_sha"],
                        "base_sha256": out["disk_sha"], "matches_base": True, "imported": True, "patched": True}
-    assert all(f["patched"] and f["matches_base"] for f in status["files"]), "the file on disk is never modified"
+    assert all(f["matches_base"] for f in status["files"]), "the files on disk are never modified"
+    assert all(f["patched"] == f["imported"] for f in status["files"]), "every file the series changes runs patched"
 
 
 def test_traceback_shows_patched_lines():

@@ -209,29 +209,25 @@ def test_a_user_name_shaped_like_a_generated_one_is_not_generated():
     check_traces(jfn)
 
 
-@pytest.mark.renames_skipped_on_purpose
-def test_a_name_reaches_only_the_copies_of_the_bound_proxys_metadata():
-    # Traces count names separately, so three traces can each hold a t2: here two copies of one float32 value
-    # and a bfloat16 value. The program's name for the float32 t2 names both copies and never the bfloat16 t2,
-    # which the name-keyed map of stock thunder renamed too (upstream #283).
+def test_a_name_reaches_only_the_proxy_it_was_bound_to():
+    # Traces count names separately, so two traces can each hold a t2: here a float32 value the program binds
+    # to u and a bfloat16 value it never binds. The name reaches the float32 t2 in its trace and never the
+    # bfloat16 t2, which the name-keyed map of stock thunder renamed too (upstream #283).
     from thunder.core import jit_ext
     from thunder.core.proxies import TensorProxy, variableify
     from thunder.core.trace import TraceCtx, tracectx
 
-    traces = TraceCtx(), TraceCtx(), TraceCtx()
+    traces = TraceCtx(), TraceCtx()
     proxies = []
-    for trace, dtype in zip(traces, (thunder.float32, thunder.float32, thunder.bfloat16)):
+    for trace, dtype in zip(traces, (thunder.float32, thunder.bfloat16)):
         with tracectx(trace):
             proxies.append(TensorProxy("t2", shape=(2, 2), device=thunder.devices.cpu, dtype=dtype, requires_grad=False))
         trace.args = (proxies[-1],)
-    bound, copy, other = proxies
+    bound, other = proxies
+    bindings = {(id(bound), "u", False): bound}
 
-    skipped = jit_ext.proxy_rename_stats["skipped_unequal_metadata"]
-    bindings = {}
-    jit_ext._record_proxy_binding(bindings, bound, "u")
-    renames = jit_ext._allocate_proxy_names(bindings, traces)
-
-    for p in (bound, copy):
-        assert (renames[variableify(p)].name, renames[variableify(p)].dtype) == ("u", thunder.float32)
-    assert variableify(other) not in renames
-    assert jit_ext.proxy_rename_stats["skipped_unequal_metadata"] == skipped + 1
+    renamed = jit_ext._allocate_proxy_names(traces[0], bindings)[variableify(bound)]
+    assert (renamed.name, renamed.dtype, renamed.shape) == ("u", thunder.float32, bound.shape)
+    assert variableify(other) not in jit_ext._allocate_proxy_names(traces[1], bindings)
+    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], bindings)
+    assert [(p.name, p.dtype) for p in renamed_trace.args] == [("t2", thunder.bfloat16)]

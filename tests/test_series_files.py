@@ -1,8 +1,9 @@
 """A series that changes several files of thunder: every file runs patched, or none does (I8).
 
-The series is the shipped one plus a scratch patch (tools/scratch_series.py) that also changes
+The series is the shipped one plus a scratch patch (tools/scratch_series.py) that marks
 thunder/core/interpreter.py, imported while `import thunder` runs, and a module of thunder.transforms that
-only a later import loads (autodiff; cudagraph on 0.2.1/0.2.2, which have no autodiff). Real thunder,
+only a later import loads (autodiff; cudagraph on 0.2.1/0.2.2, which have no autodiff), so that a test sees
+which modules run patched. Real thunder,
 fresh processes; the faults are real edited copies of thunder and a real hunk that does not apply."""
 
 import json
@@ -81,12 +82,13 @@ def test_every_file_of_the_series_runs_patched_the_lazy_one_when_imported(scratc
         assert out["after_import"] == dict(zip(MODULES, [True, True, None])), "the lazy module waits for its import"
         assert all(out["runs_patched"].values())
         assert out["marked"] == {MODULES[0]: False, MODULES[1]: True, MODULES[2]: True}
-        files = out["status"]["files"]
-        assert [f["module"] for f in files] == MODULES and all(f["patched"] and f["matches_base"] for f in files)
-        assert [f["path"] for f in files] == [str(installed_file(p)) for p in ["thunder/core/jit_ext.py", *OTHERS]]
+        files = {f["module"]: f for f in out["status"]["files"]}
+        assert set(MODULES) <= files.keys() and all(f["matches_base"] for f in files.values())
+        assert all(f["patched"] == f["imported"] for f in files.values()), "every imported file of the series runs patched"
+        assert [files[m]["path"] for m in MODULES] == [str(installed_file(p)) for p in ["thunder/core/jit_ext.py", *OTHERS]]
         assert out["status"]["bytecode_cache"].startswith(bytecode_cache)
         assert out["status"]["patches"][-1] == scratch_series.PATCH_NAME
-        assert out["finder_answers_for"] == sorted(MODULES), "after the decision the finder answers for targets only"
+        assert out["finder_answers_for"] == sorted(files), "after the decision the finder answers for targets only"
 
 
 def test_status_lists_every_file_before_the_lazy_one_is_imported(scratch):
@@ -95,7 +97,8 @@ def test_status_lists_every_file_before_the_lazy_one_is_imported(scratch):
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [line.split(None, 1)[1] for line in proc.stdout.splitlines() if line.startswith("  file ")]
     sha = {p: installed_base(scratch).files[p][:12] for p in OTHERS}
-    assert lines == [
+    assert len(lines) == len(installed_base(scratch).files)
+    assert [line for line in lines if line.split(":")[0] in MODULES] == [
         f"thunder.core.jit_ext: patched, sha256 {installed_base().files['thunder/core/jit_ext.py'][:12]} (the base's), "
         f"{installed_file('thunder/core/jit_ext.py')}",
         f"{MODULES[1]}: patched, sha256 {sha[EAGER]} (the base's), {installed_file(EAGER)}",
@@ -190,7 +193,8 @@ def test_opt_in_patches_every_file_of_an_unknown_base(scratch, shifted_tree):
     out = last_json(run_probe(dict(env, THUNDER_OVERLAY_BASE=installed_base().name)))
     assert out["messages"] == [] and out["status"]["state"] == "patched-unverified"
     assert all(out["runs_patched"].values()) and out["marked"][MODULES[1]] and out["marked"][LAZY_MODULE]
-    assert {f["module"]: f["matches_base"] for f in out["status"]["files"]} == dict(zip(MODULES, [True, False, True]))
+    matches = {f["module"]: f["matches_base"] for f in out["status"]["files"]}
+    assert [m for m, matches_base in matches.items() if not matches_base] == [MODULES[1]]
 
 
 def test_opt_in_patches_no_file_when_a_hunk_of_one_does_not_apply(scratch, tmp_path):
@@ -203,7 +207,6 @@ def test_opt_in_patches_no_file_when_a_hunk_of_one_does_not_apply(scratch, tmp_p
     reason = out["status"]["reason"]
     assert reason.startswith(f"THUNDER_OVERLAY_BASE={installed_base().name}: the {installed_base().name} series does not "
                              f"apply with exact context to {lazy} (sha256 ")
-    assert "# changed upstream" in reason
     assert_strict_raises(env, "does not apply with exact context")
 
 

@@ -109,7 +109,7 @@ def check_release(release: str, with_tests: bool, jobs: int = 0, thunder_git: Pa
             row["failed"] = failed_tests(out)
     if with_names:
         code, out = run([*cli, "names"], target)
-        row["names"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, " lost;")
+        row["names"] = ("ok: " if code == 0 else "FAIL: ") + summary_line(out, " lost")
         if code != 0:  # the programs that failed a side, lost a name or could not be compared
             row["failed"] = row.get("failed", []) + [
                 line.strip() for line in out.splitlines() if "ERROR:" in line or " LOST " in line or "note: " in line]

@@ -209,6 +209,17 @@ def names_thunder_gives(x, w):
     return cotangents
 
 
+# With gradients the backward trace takes its inputs' names where the program left them free
+names_thunder_gives_with_grad = names_thunder_gives
+
+
+def names_the_prologue_gives(args, w):
+    # The prologue names its own proxies args, kwargs and cache_info; the computation trace is named on its own
+    cache_info = args @ w
+    kwargs = cache_info.tanh()
+    return kwargs * args
+
+
 def no_grad_inference(x):
     # Under no_grad, thunder 0.2.1 and 0.2.2 copy every tensor output, and the copy's generated name is no
     # longer marked weak: the value that holds t1 here must still give way to the program's t1.
@@ -320,6 +331,13 @@ def names_thunder_gives_inputs():
     return _randn(3, 3), _randn(3, 3, seed=1)
 
 
+def names_thunder_gives_with_grad_inputs():
+    return _randn(3, 3, requires_grad=True), _randn(3, 3, requires_grad=True, seed=1)
+
+
+names_the_prologue_gives_inputs = names_thunder_gives_inputs
+
+
 no_grad_inference_inputs = sequential_inputs
 
 
@@ -419,6 +437,8 @@ PROGRAMS = (
     "autograd_function",
     "user_names_like_generated",
     "names_thunder_gives",
+    "names_thunder_gives_with_grad",
+    "names_the_prologue_gives",
     "no_grad_inference",
     "parameters_in_order",
     "with_grad",

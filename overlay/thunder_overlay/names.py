@@ -68,8 +68,8 @@ def _load(target: str):
 
 
 class _BindingCapture:
-    """Records, for each call of the overlay's name allocation, every name each proxy of the traces was bound
-    to, keyed by the name the proxy has after allocation."""
+    """Records, for each call of the overlay's name allocation (one per trace), every name each proxy of the
+    trace was bound to, keyed by the name the proxy has after allocation."""
 
     def __init__(self):
         import thunder.core.jit_ext as jit_ext
@@ -79,9 +79,9 @@ class _BindingCapture:
         if self.available:
             allocate = jit_ext._allocate_proxy_names
 
-            def capture(bindings, traces, *args):
-                renames = allocate(bindings, traces, *args)
-                self.calls.append(_bindings_by_final_name(jit_ext, bindings, traces, renames))
+            def capture(trace, bindings, *args):
+                renames = allocate(trace, bindings, *args)
+                self.calls.append(_bindings_by_final_name(trace, bindings, renames))
                 return renames
 
             jit_ext._allocate_proxy_names = capture
@@ -92,13 +92,26 @@ class _BindingCapture:
         return max(self.calls, key=lambda call: len(names & call.keys()))
 
 
-def _bindings_by_final_name(jit_ext, bindings, traces, renames) -> dict[str, list[str]]:
+def _trace_proxy_ids(trace) -> set[int]:
+    from thunder.core.proxies import Proxy
+    from thunder.core.pytree import tree_iter
+
+    ids = {id(p) for p in tree_iter((trace.args, trace.kwargs)) if isinstance(p, Proxy)}
+    bsyms = list(trace.bound_symbols)
+    while bsyms:
+        bsym = bsyms.pop()
+        ids.update(id(p) for p in bsym.flat_proxy_outs)
+        bsyms.extend(bsym.subsymbols)
+    return ids
+
+
+def _bindings_by_final_name(trace, bindings, renames) -> dict[str, list[str]]:
     from thunder.core.proxies import variableify
 
-    in_traces = {id(p) for trace in traces for p in jit_ext._trace_proxies(trace)}
+    in_trace = _trace_proxy_ids(trace)
     result: dict[str, list[str]] = {}
     for (pid, name, *by_thunder), p in bindings.items():
-        if pid in in_traces and not any(by_thunder):  # a local of thunder's own code is not a binding of the program
+        if pid in in_trace and not any(by_thunder):  # a local of thunder's own code is not a binding of the program
             v = variableify(p)
             final = renames[v].name if v in renames else p.name
             names = result.setdefault(final, [])
@@ -198,16 +211,13 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
 
     status = thunder_overlay.status()
     state, patches = status["state"], status.get("patches") or []
-    stats = getattr(thunder.core.jit_ext, "proxy_rename_stats", None)  # the overlay's series has it, stock not
     internal = None
     for target in targets:
-        skipped_before = stats["skipped_unequal_metadata"] if stats is not None else 0
         try:
             result = {"ok": True, **record(target, thunderfx)}
         except Exception as e:  # a program stock thunder cannot compile is a result, not a tool failure
             result = {"ok": False, "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
                       "traceback": traceback.format_exc()[-2000:]}
-        result["renames_skipped"] = stats["skipped_unequal_metadata"] - skipped_before if stats is not None else None
         if internal is None:
             internal = sorted(_thunder_local_names())
         print(_MARK + json.dumps({"target": target, "state": state, "patches": patches, **result}), flush=True)
@@ -230,11 +240,10 @@ class Comparison:
     lost: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay none
     later: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay a later one
     internal: list[tuple[str, str]] = field(default_factory=list)  # stock a thunder-internal local
-    renames_skipped: int = 0  # overlay proxies that kept their name: metadata unequal to the bound proxy's
 
     @property
     def violations(self) -> int:
-        return len(self.lost) + len(self.later) + self.renames_skipped + (1 if self.error else 0)
+        return len(self.lost) + len(self.later) + (1 if self.error else 0)
 
 
 def _lines(described: dict) -> list[list]:
@@ -263,7 +272,7 @@ def _align(stock: dict, overlay: dict) -> dict[str, str]:
 
 
 def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -> Comparison:
-    result = Comparison(target, renames_skipped=overlay.get("renames_skipped") or 0)
+    result = Comparison(target)
     if not overlay["ok"]:
         result.error = f"overlay failed: {overlay['error']}"
         return result
@@ -329,9 +338,10 @@ def order_only_series(folder: Path) -> Path | None:
     set), the overlay's is the module's: stock with this one patch traces the program the overlay traces, with
     stock's names."""
     from thunder_overlay import manifest
+    from thunder_overlay.patchset import read_series
 
     source = Path(config.patches_dir()[0])
-    shutil.copy(source / config.MANIFEST, folder / config.MANIFEST)
+    text = (source / config.MANIFEST).read_text()
     for base in manifest.load(source):
         order = [p for p in base.directory.glob(f"*-{ORDER_PATCH}")]
         if len(order) != 1:
@@ -339,6 +349,10 @@ def order_only_series(folder: Path) -> Path | None:
         (folder / base.name).mkdir()
         shutil.copy(order[0], folder / base.name / order[0].name)
         (folder / base.name / "series").write_text(order[0].name + "\n")
+        # the base is still told by every file of its series; the order patch alone changes only some of them
+        changed = {path for patch in read_series(folder / base.name) for path in patch.patched_paths()}
+        text = manifest.with_files(text, base.name, {p: h for p, h in base.files.items() if p in changed})
+    (folder / config.MANIFEST).write_text(text)
     return folder
 
 
@@ -395,16 +409,13 @@ def print_table(comparisons: list[Comparison], out=sys.stdout) -> None:
             notes.append(f"earlier binding {_pairs(c.earlier)}")
         if c.gained:
             notes.append(f"gained {_pairs(c.gained[:6])}{' ...' if len(c.gained) > 6 else ''}")
-        if c.renames_skipped:
-            notes.append(f"RENAMES SKIPPED (unequal metadata) {c.renames_skipped}")
         if c.internal:
             notes.append(f"thunder locals removed {', '.join(sorted({s for s, _ in c.internal}))}")
         print(f"{name:<28} {c.stock_named:>6} {c.overlay_named:>7} {len(c.lost) + len(c.later):>5} "
               f"{len(c.internal):>8}  {'; '.join(notes)}", file=out)
     lost = sum(len(c.lost) + len(c.later) for c in comparisons)
     print(f"\n{len(comparisons)} programs: stock names {sum(c.stock_named for c in comparisons)} values after the "
-          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost; "
-          f"{sum(c.renames_skipped for c in comparisons)} renames skipped for unequal metadata", file=out)
+          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost", file=out)
 
 
 def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False) -> tuple[dict, set, dict]:
@@ -431,6 +442,11 @@ def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False)
               file=sys.stderr)
         return 2
     stock, stock_locals, overlay = run_both(targets, thunderfx, announce=True)
+    stock_states = {r.get("state") for r in stock.values()}
+    if stock_states - {"disabled", *config.PATCHED_STATES}:
+        print(f"the stock side did not run as stock with the order patch (state {', '.join(sorted(map(str, stock_states)))})",
+              file=sys.stderr)
+        return 2
     states = {r.get("state") for r in overlay.values()}
     if not states <= set(config.PATCHED_STATES):
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
