@@ -33,6 +33,9 @@ import gc, os, subprocess, sys
 import torch
 torch.set_num_threads(1)
 import thunder, workloads
+# thunder's interpreter waits on a helper thread for a Python frame (InterpreterFrame.get_or_make_python_frame);
+# how many instructions that wait spins depends on the GIL's switch interval, not on the work: keep it short
+sys.setswitchinterval(1e-6)
 (workload,) = [w for w in workloads.WORKLOADS if w.name == sys.argv[1]]
 fn, args = workload.build("cpu")
 thunder.jit(fn, executors=["torch"])(*args)
