@@ -118,6 +118,15 @@ def series_names(bases: list[Base]) -> str:
     return ", ".join(names)
 
 
+def without_base(text: str, series: str) -> str:
+    """The manifest ``text`` without the base whose dir is ``series``. For the tools that derive a series."""
+    blocks = re.split(r"(?m)^(?=\[\[base\]\]\s*$)", text)
+    kept = [b for b in blocks if not re.search(rf'(?m)^dir = "{re.escape(series)}"\s*$', b)]
+    if len(kept) == len(blocks):
+        raise ValueError(f"the manifest has no base with dir = {series!r}")
+    return "".join(kept)
+
+
 def with_files(text: str, series: str, files: dict[str, str]) -> str:
     """The manifest ``text`` with the ``[base.files]`` of the base whose dir is ``series`` set to ``files``
     ({path: sha256}); comments and every other line kept. For the tools that write series."""

@@ -338,20 +338,27 @@ def order_only_series(folder: Path) -> Path | None:
     set), the overlay's is the module's: stock with this one patch traces the program the overlay traces, with
     stock's names."""
     from thunder_overlay import manifest
-    from thunder_overlay.patchset import read_series
+    from thunder_overlay.patchset import parse_patch
 
     source = Path(config.patches_dir()[0])
     text = (source / config.MANIFEST).read_text()
+    seen = set()
     for base in manifest.load(source):
         order = [p for p in base.directory.glob(f"*-{ORDER_PATCH}")]
         if len(order) != 1:
             return None
+        # A base lists the files its series changes; the order patch alone changes fewer. Bases that then list
+        # the same bytes (0.2.1 and 0.2.2 share jit_ext.py) are one base for this series: the first serves both.
+        changed = set(parse_patch(order[0].read_text(encoding="utf-8"), str(order[0])).patched_paths())
+        files = tuple(sorted((p, h) for p, h in base.files.items() if p in changed))
+        if files in seen:
+            text = manifest.without_base(text, base.name)
+            continue
+        seen.add(files)
+        text = manifest.with_files(text, base.name, dict(files))
         (folder / base.name).mkdir()
         shutil.copy(order[0], folder / base.name / order[0].name)
         (folder / base.name / "series").write_text(order[0].name + "\n")
-        # the base is still told by every file of its series; the order patch alone changes only some of them
-        changed = {path for patch in read_series(folder / base.name) for path in patch.patched_paths()}
-        text = manifest.with_files(text, base.name, {p: h for p, h in base.files.items() if p in changed})
     (folder / config.MANIFEST).write_text(text)
     return folder
 
