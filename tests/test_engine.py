@@ -139,3 +139,22 @@ def test_second_enable_warns_and_changes_nothing():
         JIT_STILL_WORKS,
     )
     assert proc.returncode == 0 and "jit works" in proc.stdout, proc.stderr
+
+
+def test_inspect_finds_the_module_of_patched_code_without_scanning_every_module():
+    # thunder asks inspect for source positions while tracing; a patched file's name is on no disk, so inspect
+    # would scan every module of sys.modules for it at each call
+    code = """
+        import inspect, json, thunder
+        from thunder.core import jit_ext
+        code = jit_ext.thunder_general_jit.__code__  # a code object has no __module__ to go by
+        scanned = []
+        ismodule = inspect.ismodule
+        inspect.ismodule = lambda o: scanned.append(o) or ismodule(o)
+        print(json.dumps({"file": inspect.getsourcefile(code), "code_file": code.co_filename,
+                          "module": getattr(inspect.getmodule(code, code.co_filename), "__name__", None),
+                          "scanned": len(scanned)}))
+    """
+    out = last_json(run_python(code))
+    assert out["code_file"].endswith(PATCHED_SUFFIX) and out["file"] == out["code_file"]
+    assert out["module"] == "thunder.core.jit_ext" and out["scanned"] < 10

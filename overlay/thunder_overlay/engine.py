@@ -227,6 +227,12 @@ class PatchedSourceLoader(importlib.abc.Loader):
         # A lazy entry: linecache asks get_source the first time a traceback or inspect needs the lines.
         linecache.cache.pop(filename, None)
         linecache.lazycache(filename, module.__dict__)
+        # inspect.getsourcefile and findsource (thunder asks them for source positions while tracing) map a
+        # code's file to its module through inspect's cache; a file that is not on disk misses it, and every
+        # miss scans all of sys.modules
+        inspect = sys.modules.get("inspect")
+        if inspect is not None and isinstance(getattr(inspect, "modulesbyfile", None), dict):
+            inspect.modulesbyfile[filename] = module.__name__
         exec(self.target.code, module.__dict__)
 
 
