@@ -96,12 +96,10 @@ def _trace_proxy_ids(trace) -> set[int]:
     from thunder.core.proxies import Proxy
     from thunder.core.pytree import tree_iter
 
+    from thunder_overlay.checks import _walk_bsyms
+
     ids = {id(p) for p in tree_iter((trace.args, trace.kwargs)) if isinstance(p, Proxy)}
-    bsyms = list(trace.bound_symbols)
-    while bsyms:
-        bsym = bsyms.pop()
-        ids.update(id(p) for p in bsym.flat_proxy_outs)
-        bsyms.extend(bsym.subsymbols)
+    ids.update(id(p) for bsym in _walk_bsyms(trace.bound_symbols) for p in bsym.flat_proxy_outs)
     return ids
 
 
