@@ -16,9 +16,14 @@ engine_failure: str | None = None
 class ThunderFinder:
     """Meta-path finder for the modules of thunder that the patch series changes.
 
-    Until thunder is first imported it answers ``None`` at once for every module outside the thunder
-    package. That first import hands the decision to the engine, once, for every file the series changes
-    (which files: the manifest); from then on it answers ``None`` at once for every module but those.
+    CPython calls ``find_spec`` with the global import lock held: code run there that imports a module
+    another thread is importing deadlocks (that thread waits for the global lock to find its submodules).
+    So ``find_spec`` never decides and never imports. Until the decision is made it answers ``None`` at once
+    for every module outside the thunder package, and for a module of thunder it returns the spec the other
+    finders give, with a loader that decides first: in ``exec_module``, which runs under that module's lock
+    only. The decision (the engine's, once per process, for every file the series changes: the manifest
+    says which) is made at the first import of thunder; from then on ``find_spec`` answers ``None`` at once
+    for every module but the patched ones, whose specs the decision made.
     """
 
     def __init__(self):
@@ -28,11 +33,24 @@ class ThunderFinder:
         if self.targets is not None:
             if fullname not in self.targets:
                 return None
-        elif fullname != config.PACKAGE and not fullname.startswith(config.PACKAGE + "."):
+            return sys.modules["thunder_overlay.engine"].outcome.specs[fullname]
+        if fullname != config.PACKAGE and not fullname.startswith(config.PACKAGE + "."):
             return None
+        for finder in sys.meta_path:  # what the import system does next, without this finder
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = DecidingLoader(self, spec.loader)
+                return spec
+        return None  # no thunder at all: its import fails as without the overlay
+
+    def decide(self, fullname: str):
+        """The engine's decision, made once; the patched spec of ``fullname`` if the series changes it, else
+        None. The boundary between `import thunder` and the overlay: whatever goes wrong beyond it (a
+        refusal, or a fault of the engine itself) lets stock thunder load with one warning, unless strict."""
         global engine_failure
-        # The boundary between `import thunder` and the overlay: whatever goes wrong beyond it (a refusal,
-        # or a fault of the engine itself) lets stock thunder load with one warning, unless strict.
         try:
             from thunder_overlay import engine
 
@@ -45,7 +63,7 @@ class ThunderFinder:
         if reason is None:
             if outcome is not None:
                 self.targets = frozenset(outcome.specs)
-            return spec  # patched, not a target, or no thunder at all (its import then fails as without us)
+            return spec
         if config.mode() == "strict":  # every later import of thunder fails alike
             raise ImportError(
                 f"thunder-overlay: importing {fullname} fails because THUNDER_OVERLAY=strict and the overlay "
@@ -53,9 +71,34 @@ class ThunderFinder:
                 name=fullname,
             )
         self.targets = frozenset()
-        # stacklevel 2: the module importing thunder (the warnings module skips importlib's own frames)
-        config.warn(f"thunder-overlay: not patching thunder, stock thunder runs. {reason}", stacklevel=2)
+        # stacklevel 3: past this method and exec_module, the module importing thunder (the warnings module
+        # skips importlib's own frames)
+        config.warn(f"thunder-overlay: not patching thunder, stock thunder runs. {reason}", stacklevel=3)
         return None
+
+
+class DecidingLoader:
+    """Wraps the loader another finder gave for a module of thunder: decides, then executes the module,
+    patched if the series changes it. From then on the module's ``__loader__`` and spec name the loader
+    that really executed it; everything else a loader is asked is the wrapped loader's answer."""
+
+    def __init__(self, finder: ThunderFinder, loader):
+        self.finder, self.loader = finder, loader
+
+    def create_module(self, spec):
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module) -> None:
+        patched = self.finder.decide(module.__name__)
+        loader = patched.loader if patched is not None else self.loader
+        module.__loader__ = loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = loader
+        loader.exec_module(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
 
 
 def installed_finder():

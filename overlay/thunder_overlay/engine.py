@@ -32,11 +32,16 @@ class Target:
     """One file of thunder, found as the import system would find it: its bytes' sha256, the sha256 the
     base lists for it and, once patched, its text and code."""
 
-    __slots__ = ("path", "module", "origin", "sha256", "base_sha256", "source", "text", "code")
+    __slots__ = ("path", "module", "origin", "sha256", "stamp", "base_sha256", "source", "text", "text_digest",
+                 "entry", "code")
 
-    def __init__(self, path: str, origin: str | None, sha256: str | None):
+    def __init__(self, path: str, origin: str | None, sha256: str | None, stamp: tuple = (None, None)):
         self.path, self.module, self.origin, self.sha256 = path, locate.module_name(path), origin, sha256
-        self.base_sha256 = self.source = self.text = self.code = None
+        self.stamp = stamp  # (size, mtime_ns) of the file when it was hashed
+        self.base_sha256 = self.source = self.text = self.text_digest = self.entry = self.code = None
+
+    def key(self) -> list:
+        return [self.path, self.origin, self.sha256, *self.stamp]
 
     @property
     def is_package(self) -> bool:
@@ -55,14 +60,25 @@ class Target:
         }
 
 
-def _find(locator: locate.Locator, path: str) -> Target:
-    """The file the import system would load for ``path``'s module, and its sha256 (None: no such file)."""
+def _find(locator: locate.Locator, path: str, known: list | None = None) -> Target:
+    """The file the import system would load for ``path``'s module, and its sha256 (None: no such file).
+    ``known``: [path, origin, sha256, size, mtime_ns] stored for it; when the file found is that origin with
+    that size and modification time, the stored sha256 is taken without reading it (as a ``.pyc`` trusts
+    its source's stamp)."""
     origin = locator.source_file(locate.module_name(path))
     if origin is None:
         return Target(path, None, None)
+    if known is not None and known[1] == origin:
+        try:
+            st = os.stat(origin)
+        except OSError:
+            st = None
+        if st is not None and [st.st_size, st.st_mtime_ns] == known[3:]:
+            return Target(path, origin, known[2], (st.st_size, st.st_mtime_ns))
     with open(origin, "rb") as f:
+        st = os.fstat(f.fileno())
         source = f.read()
-    target = Target(path, origin, hashlib.sha256(source).hexdigest())
+    target = Target(path, origin, hashlib.sha256(source).hexdigest(), (st.st_size, st.st_mtime_ns))
     target.source = source
     return target
 
@@ -110,9 +126,9 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
         return None
     try:
         entry = bytecode_cache.read(path)
-        found = {p: _find(locator, p) for p, _, _ in entry.key["files"]}
+        found = {known[0]: _find(locator, known[0], known) for known in entry.key["files"]}
         series_dir = Path(entry.key["series_dir"])
-        key_files = [(t.path, t.origin, t.sha256) for t in found.values()]
+        key_files = [t.key() for t in found.values()]
         now = bytecode_cache.make_key(result.thunder_path, key_files, directory, series_dir, switch)
         if entry.key != now:
             return f"its key differs in {', '.join(sorted(k for k in now if entry.key.get(k) != now[k]))}"
@@ -120,9 +136,10 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
         if len(entry.files) != len(entry.facts["base_sha256"]):
             raise ValueError("corrupt entry: the files and their facts differ in number")
         targets = []
-        for (p, text, code), base_sha256 in zip(entry.files, entry.facts["base_sha256"]):
+        for (p, text, code), digest, base_sha256 in zip(entry.files, entry.text_digests, entry.facts["base_sha256"]):
             target = found[p]
-            target.base_sha256, target.text, target.code = base_sha256, text, code
+            target.base_sha256, target.text, target.text_digest, target.code = base_sha256, text, digest, code
+            target.entry = path
             targets.append(target)
     except (FileNotFoundError, NotADirectoryError):
         return None
@@ -158,7 +175,8 @@ def plan(locator: locate.Locator, thunder_spec) -> Plan:
         if cached != "hit":
             _patch(result, locator, directory, switch)
             if cached:
-                result.bytecode_cache += f" (replaced an entry that was not used: {cached})"
+                done = "replaced" if result.bytecode_cache.startswith("written") else "did not replace"
+                result.bytecode_cache += f" ({done} an entry that was not used: {cached})"
         imported = [t for t in result.targets if t.module in sys.modules]
         if imported:
             raise OverlayRefusal(
@@ -212,9 +230,9 @@ class PatchedSourceLoader(importlib.abc.Loader):
     def __init__(self, target: Target):
         self.target = target
 
-    def get_source(self, fullname: str) -> str:
-        text = self.target.text
-        return text.decode("utf-8") if isinstance(text, bytes) else text
+    def get_source(self, fullname: str) -> str | None:
+        """The patched text; None (no lines shown) for a text from the cache that fails its sha256."""
+        return bytecode_cache.text(self.target.text, self.target.text_digest, self.target.entry)
 
     def get_code(self, fullname: str):
         return self.target.code

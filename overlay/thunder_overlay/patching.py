@@ -88,7 +88,7 @@ def patch_files(result, bases: list[manifest.Base], found: dict, directory: Path
     result.base, result.base_releases, result.series_dir = series.name, list(series.releases), str(series.directory)
     # A known base is decided by its own files (bases always differ in a file both list); bytes of no base
     # by every file the manifest names, since a change to any of them could make them a known base.
-    key_files = [(t.path, t.origin, t.sha256) for p, t in found.items() if not result.known or p in series.files]
+    key_files = [t.key() for p, t in found.items() if not result.known or p in series.files]
     key = bytecode_cache.make_key(result.thunder_path, key_files, directory, series.directory, switch)
     patches = read_series(series.directory)
     changed = list(dict.fromkeys(p for patch in patches for p in patch.patched_paths()))
