@@ -88,14 +88,14 @@ def test_a_link_to_a_valid_entry_is_not_followed(tmp_path):
     replaced(run(tmp_path / "cache"), entry, "OSError")
 
 
-@pytest.mark.parametrize("mode", [0o666, 0o620])
+@pytest.mark.parametrize("mode", [pytest.param(0o666, id="666"), pytest.param(0o620, id="620", marks=pytest.mark.slow)])
 def test_an_entry_others_can_write_is_not_used(tmp_path, mode):
     _, entry = warm(tmp_path)
     os.chmod(entry, mode)
     replaced(run(tmp_path), entry, f"writable by other users (mode {mode:o})")
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o775])
+@pytest.mark.parametrize("mode", [pytest.param(0o777, id="777", marks=pytest.mark.slow), pytest.param(0o775, id="775")])
 def test_a_folder_others_can_write_turns_the_cache_off_with_one_warning(tmp_path, mode):
     _, entry = warm(tmp_path / "cache")
     before = open(entry, "rb").read()
@@ -145,6 +145,7 @@ def test_a_flipped_bit_is_never_used(tmp_path, where):
     assert run(tmp_path)["status"]["bytecode_cache"] == f"hit: {entry}"
 
 
+@pytest.mark.slow
 def test_a_flipped_bit_in_a_text_shows_no_lines_and_the_entry_is_replaced(tmp_path):
     # Texts only serve tracebacks and inspect: checked when first used, not at every import. A damaged one
     # gives no lines (never wrong ones), and the entry goes, so the next process writes a good one.
@@ -199,6 +200,7 @@ def test_a_failed_write_does_not_claim_to_have_replaced_the_entry(tmp_path):
     assert cache.startswith("not written (PermissionError") and "(did not replace an entry that was not used: " in cache
 
 
+@pytest.mark.slow
 def test_stale_temporary_files_are_removed_when_an_entry_is_written(tmp_path):
     _, entry = warm(tmp_path)
     name = os.path.basename(entry)
