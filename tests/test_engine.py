@@ -126,19 +126,32 @@ def test_cli_diff_prints_the_hunks_the_overlay_applies():
     assert "--- a/thunder/tests/" not in proc.stdout, "the test modules are git am's, not the overlay's"
 
 
-def test_second_enable_warns_and_changes_nothing():
+def test_enable_is_silent_in_a_normal_install_and_warns_when_really_called_twice():
     proc = run_python(
         """
         import warnings, sys, thunder_overlay
+        from thunder_overlay.config import OverlayWarning
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            thunder_overlay.enable()  # the start-up hook installed the finder: the user called it once
+        assert w == [], [str(x.message) for x in w]
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             thunder_overlay.enable()
-        assert len(w) == 1 and "already enabled" in str(w[0].message), [str(x.message) for x in w]
+        assert len(w) == 1 and "enable() was called again" in str(w[0].message), [str(x.message) for x in w]
+        assert w[0].category is OverlayWarning
         assert [type(f).__name__ for f in sys.meta_path].count("ThunderFinder") == 1
         """,
         JIT_STILL_WORKS,
     )
     assert proc.returncode == 0 and "jit works" in proc.stdout, proc.stderr
+
+
+def test_a_second_enable_never_raises_under_warnings_as_errors():
+    proc = run_python("import thunder_overlay; thunder_overlay.enable(); thunder_overlay.enable(); print('ok')",
+                      args=("-W", "error"))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    assert "enable() was called again" in proc.stderr
 
 
 def test_inspect_finds_the_module_of_patched_code_without_scanning_every_module():

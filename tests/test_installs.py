@@ -84,7 +84,7 @@ def test_two_dist_info_folders_are_told_apart_by_the_files_bytes(tmp_path):
     tree = copy_thunder(tmp_path)
     # The leftover sorts first where it can (an older release), as the one a name-sorted lookup picked.
     others = [b for b in manifest.load() if b.name != installed_base().name]
-    leftover = _leftover_dist_info(tree, min(others, key=lambda b: manifest._release_key(b.releases[0])))
+    leftover = _leftover_dist_info(tree, min(others, key=lambda b: manifest.release_key(b.releases[0])))
     installed = installed_dist_info().name
     status = assert_patched_known(import_from(tree))
     assert status["install"] == f"wheel ({installed}; also {leftover.name} beside it, left over from another install)"

@@ -70,3 +70,38 @@ def test_installed_wheel_patches_thunder(wheel, tmp_path):
     module_file, status = json.loads(proc.stdout.splitlines()[-1])
     assert module_file.startswith(str(target))
     assert status["state"] == "patched" and status["patches_dir"].startswith(str(target))
+
+
+def _requires_thunder(wheel: Path) -> str:
+    (metadata,) = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA")]
+    lines = zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+    (line,) = [x for x in lines if x.startswith("Requires-Dist: lightning-thunder")]
+    return line.removeprefix("Requires-Dist: lightning-thunder")
+
+
+def test_the_wheel_allows_exactly_the_thunder_releases_it_has_a_base_for(wheel):
+    from packaging.specifiers import SpecifierSet
+
+    from thunder_overlay import manifest
+
+    allowed = SpecifierSet(_requires_thunder(wheel))
+    releases = [r for r in manifest.supported_releases(manifest.load(PATCHES)) if r[0].isdigit()]
+    assert releases and all(allowed.contains(r) for r in releases), (str(allowed), releases)
+    # upstream main at the manifest's commit calls itself 0.2.7.dev0 (thunder/__about__.py)
+    assert any(r.startswith("main@") for r in manifest.supported_releases(manifest.load(PATCHES)))
+    assert allowed.contains("0.2.7.dev0", prereleases=True)
+    newest = max(releases, key=manifest.release_key)
+    major, minor, patch = map(int, newest.split("."))
+    for unsupported in ("0.2.0", f"{major}.{minor}.{patch + 1}", f"{major}.{minor + 1}.0", f"{major + 1}.0.0"):
+        assert not allowed.contains(unsupported, prereleases=True), unsupported
+
+
+def test_installing_the_wheel_where_thunder_runs_installs_nothing_else(wheel, tmp_path):
+    # pip's own resolver, against this environment, offline: only the overlay would be installed (torch and
+    # thunder stay as they are).
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--report", str(report),
+                           str(wheel)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    installs = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
+    assert installs == ["thunder-overlay"], installs

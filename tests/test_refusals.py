@@ -68,6 +68,9 @@ def test_file_that_is_no_known_base_is_refused(patches_copy):
     out = refused(run_refusal(env))
     reason = out["status"]["reason"]
     assert f"has sha256 {sha}, which is no known base (supported releases: 0.2.1, " in reason
+    # what to do comes first: pin a supported release or upgrade the overlay
+    assert reason.startswith("thunder-overlay ") and reason.index(
+        ": pin a supported release (pip install lightning-thunder==0.2.6) or upgrade thunder-overlay. ") < 80, reason
     assert out["status"]["patches_override"] is True and out["status"]["patches_dir"] == str(patches_copy)
     assert_strict_raises(env, "which is no known base")
 

@@ -16,19 +16,21 @@ def enable() -> dict:
     """Install the overlay's finder in this process (the start-up hook normally has) and return
     status(import_thunder=False).
 
-    A second call, THUNDER_OVERLAY=0, or a module the series changes already imported stock each give one
-    warning and change nothing (the last raises ImportError under THUNDER_OVERLAY=strict).
+    Where the start-up hook already installed the finder (a normal install), enable() does nothing and says
+    nothing. A second call of enable() itself, THUNDER_OVERLAY=0, or a module the series changes already
+    imported stock each give one warning (an OverlayWarning, never raised even under ``-W error``) and change
+    nothing; the last raises ImportError under THUNDER_OVERLAY=strict.
     """
-    import warnings
-
+    global _enabled_here
     from thunder_overlay import _startup, config
 
     if config.mode() == "off":
         value = os.environ[config.SWITCH]
-        warnings.warn(f"thunder-overlay: THUNDER_OVERLAY={value} switches the overlay off; enable() does nothing",
-                      stacklevel=2)
+        config.warn(f"thunder-overlay: THUNDER_OVERLAY={value} switches the overlay off; enable() does nothing")
     elif _startup.installed_finder() is not None:
-        warnings.warn("thunder-overlay: already enabled (enable() was called again); nothing to do", stacklevel=2)
+        if _enabled_here:
+            config.warn("thunder-overlay: enable() was called again; the overlay is enabled already")
+        _enabled_here = True
     elif imported := _imported_targets():
         message = (
             f"thunder-overlay: {imported[0]} was imported before the overlay was enabled "
@@ -36,10 +38,15 @@ def enable() -> dict:
         )
         if config.mode() == "strict":
             raise ImportError(message)
-        warnings.warn(message, stacklevel=2)
+        config.warn(message)
     else:
         _startup.activate()
+        _enabled_here = True
     return status(import_thunder=False)
+
+
+# Whether enable() was called in this process (its second call warns; the start-up hook's finder does not).
+_enabled_here = False
 
 
 def _imported_targets() -> list[str]:

@@ -311,3 +311,39 @@ def write(thunder_path: str, entry: Entry) -> str:
         return f"not written ({type(e).__name__}: {e})"
     _remove_stale_temporaries(path)
     return f"written: {path}"
+
+
+def listing() -> tuple[str | None, str | None, list[dict]]:
+    """(the cache folder, why the cache is off or None, one dict per entry and left temporary file in it:
+    path, bytes, modified (epoch seconds), thunder (the package path it was made for) or problem)."""
+    folder, off, found = cache_dir(), off_reason(), []
+    if folder is None or not os.path.isdir(folder):
+        return folder, off, found
+    with os.scandir(folder) as scan:
+        names = sorted(e.name for e in scan if e.name.startswith("thunder-") and e.name.endswith((".bin", ".tmp")))
+    for name in names:
+        path = Path(folder) / name
+        st = os.lstat(path)
+        item = {"path": str(path), "bytes": st.st_size, "modified": st.st_mtime, "thunder": None, "problem": None}
+        if name.endswith(".tmp"):
+            item["problem"] = "a temporary file (a writer at work, or killed)"
+        else:
+            try:
+                item["thunder"] = json.loads(_checked(_chunks(_read(path))[0], "the header").tobytes())["key"]["thunder"]
+            except Exception as e:
+                item["problem"] = f"not usable: {type(e).__name__}: {e}"
+        found.append(item)
+    return folder, off, found
+
+
+def clear() -> list[str]:
+    """Remove every entry and temporary file of the cache folder; returns their paths."""
+    _, _, found = listing()
+    removed = []
+    for item in found:
+        try:
+            os.unlink(item["path"])
+            removed.append(item["path"])
+        except FileNotFoundError:
+            pass
+    return removed

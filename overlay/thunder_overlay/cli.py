@@ -1,4 +1,4 @@
-"""The ``thunder-overlay`` command: status | diff | verify | names.
+"""The ``thunder-overlay`` command: status | diff | verify | names | cache.
 
 Each subcommand is one ``_name(args)`` function and one ``_add_name(subparsers)`` that declares it with
 its help; ``main`` lists them in SUBCOMMANDS.
@@ -28,7 +28,13 @@ def _status(args) -> int:
             if key == "files":
                 for file in value:
                     print("  " + _file_line(file))
-            elif key != "state" and value not in (None, [], False) or key == "known":
+            elif key == "patches":
+                for patch in value:  # one a line: their names are long
+                    print(f"  {'patch':<17} {patch}")
+            elif key == "known":  # whether the files are a known base: said only once they were looked at
+                if report["files"]:
+                    print(f"  {key:<17} {value}")
+            elif key != "state" and value not in (None, [], False):
                 print(f"  {key:<17} {', '.join(value) if isinstance(value, list) else value}")
     return 0 if report["state"] in (*config.PATCHED_STATES, *config.READY_STATES, "disabled") else 1
 
@@ -108,7 +114,8 @@ def _add_verify(sub) -> None:
 def _names(args) -> int:
     from thunder_overlay import names
 
-    return names.main(args.targets or names.corpus_targets(), thunderfx=args.thunderfx, show_traces=args.traces)
+    return names.main(args.targets or names.corpus_targets(), thunderfx=args.thunderfx, show_traces=args.traces,
+                      as_json=args.json)
 
 
 def _add_names(sub) -> None:
@@ -119,16 +126,56 @@ def _add_names(sub) -> None:
         "initial computation traces symbol by symbol and report, per program, the values each side names after "
         "the program's variables and any value the overlay names worse than stock. A target is FILE.py:NAME or "
         "package.module:NAME; the file provides NAME_inputs() (or inputs()) returning the positional arguments, "
-        "or a dict with 'args' and 'kwargs'. Without targets, runs the overlay's corpus. Exit status 1 when a "
-        "value is lost, 2 when the overlay side did not run patched.",
+        "or a dict with 'args' and 'kwargs'. Without targets, runs the overlay's corpus. Targets are checked before "
+        "any process starts. Exit status 0 when no value is lost; 1 when the overlay loses a name stock gives, or "
+        "fails on a program stock compiles; 2 for a malformed target (missing file, no such NAME, no inputs) or "
+        "when the overlay side would not run patched; 3 when a program fails under stock thunder too.",
     )
     p.add_argument("targets", nargs="*", metavar="TARGET", help="FILE.py:NAME or package.module:NAME (default: the corpus)")
     p.add_argument("--thunderfx", action="store_true", help="compile with torch.compile(backend=ThunderCompiler())")
     p.add_argument("--traces", action="store_true", help="also print both traces' names side by side")
+    p.add_argument("--json", action="store_true", help="print one JSON object (per program: names, lost, errors) "
+                   "instead of the table, for CI")
     p.set_defaults(func=_names)
 
 
-SUBCOMMANDS = (_add_status, _add_diff, _add_verify, _add_names)
+def _cache(args) -> int:
+    import time
+
+    from thunder_overlay import bytecode_cache
+
+    if args.clear:
+        removed = bytecode_cache.clear()
+        print(f"removed {len(removed)} file(s)" + "".join(f"\n  {p}" for p in removed))
+        return 0
+    folder, off, found = bytecode_cache.listing()
+    if args.json:
+        print(json.dumps({"folder": folder, "off": off, "entries": found}))
+        return 0
+    print(f"cache folder: {folder or 'none'}" + (f" (off: {off})" if off else ""))
+    for item in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(item["modified"]))
+        what = f"for {item['thunder']}" if item["thunder"] else item["problem"]
+        print(f"  {item['path']}  {item['bytes'] / 1e6:.1f} MB  {when}  {what}")
+    if not found:
+        print("  no entries")
+    return 0
+
+
+def _add_cache(sub) -> None:
+    p = sub.add_parser(
+        "cache",
+        help="show or clear the bytecode cache",
+        description="Print the bytecode cache folder and each entry in it (size, date, the thunder installation it "
+        "was made for, or why it is not usable). Entries outlive an uninstall of the overlay: --clear removes "
+        "them. Each is remade at the next import of thunder.",
+    )
+    p.add_argument("--clear", action="store_true", help="remove every entry (and left temporary file)")
+    p.add_argument("--json", action="store_true", help="print the folder and entries as JSON")
+    p.set_defaults(func=_cache)
+
+
+SUBCOMMANDS = (_add_status, _add_diff, _add_verify, _add_names, _add_cache)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,9 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Versioned patches for lightning-thunder (thunder/core/jit_ext.py and the other files each "
         "series changes), applied in memory when thunder is imported. See `thunder-overlay COMMAND --help`.",
         epilog="Environment: THUNDER_OVERLAY (1/on, 0/off, strict), THUNDER_OVERLAY_BASE (a series for files "
-        "of no known base), THUNDER_OVERLAY_CACHE_DIR and THUNDER_OVERLAY_CACHE=0 (the bytecode cache); see the "
-        "README.",
+        "of no known base), THUNDER_OVERLAY_PATCHES (another patches folder), THUNDER_OVERLAY_CACHE_DIR and "
+        "THUNDER_OVERLAY_CACHE=0 (the bytecode cache); see the README.",
     )
+    from thunder_overlay.config import __version__
+
+    parser.add_argument("--version", action="version", version=f"thunder-overlay {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)

@@ -36,6 +36,7 @@ READY_STATES = tuple(READY.values())
 # the engine, so that a report can be made when the engine itself cannot be imported.
 REPORT_FIELDS = {
     "state": None,
+    "overlay_version": __version__,
     "reason": None,
     "thunder_version": None,  # what the distribution metadata says, if there is any
     "install": None,

@@ -86,12 +86,12 @@ def hashes_under(root: Path, paths: list[str]) -> dict[str, str | None]:
     return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() if (root / p).is_file() else None for p in paths}
 
 
-def _release_key(release: str) -> tuple:
+def release_key(release: str) -> tuple:
     return tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in release.split("."))
 
 
 def supported_releases(bases: list[Base]) -> list[str]:
-    return sorted({r for b in bases for r in b.releases}, key=_release_key)
+    return sorted({r for b in bases for r in b.releases}, key=release_key)
 
 
 def base_for(bases: list[Base], release: str) -> Base | None:
@@ -112,7 +112,7 @@ def series_by_name(bases: list[Base], name: str) -> Base | None:
 def series_names(bases: list[Base]) -> str:
     """'0.2.1 (releases 0.2.1, 0.2.2), 0.2.3, ...' for messages."""
     names = []
-    for b in sorted(bases, key=lambda b: _release_key(b.name)):
+    for b in sorted(bases, key=lambda b: release_key(b.name)):
         others = [r for r in b.releases if r != b.name]
         names.append(f"{b.name} (releases {', '.join(b.releases)})" if others else b.name)
     return ", ".join(names)

@@ -55,6 +55,8 @@ def _load(target: str):
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(location)
+    if not hasattr(module, attr):
+        raise AttributeError(f"{location} defines no {attr}")
     program = getattr(module, attr)
     inputs = getattr(module, f"{attr}_inputs", None) or getattr(module, "inputs", None)
     if inputs is None:
@@ -223,7 +225,57 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Parent side: run both sides, align, compare.
+# Parent side: check the targets, run both sides, align, compare.
+
+
+def _top_level_names(path: Path) -> set[str] | None:
+    """The names a Python file binds at its top level (None: it star-imports, so any name may exist)."""
+    import ast
+
+    names = set()
+    for node in ast.parse(path.read_bytes(), filename=str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        else:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def target_error(target: str) -> str | None:
+    """What is wrong with ``target`` as given, found without running it (None: nothing found): the form, a
+    missing file, a file that does not parse or defines neither the program nor its inputs, a module that
+    cannot be found. What only running shows (an inputs() that raises) is reported per program."""
+    import importlib.util
+
+    location, sep, attr = target.rpartition(":")
+    if not sep or not location or not attr.isidentifier():
+        return f"{target!r} is not FILE.py:NAME or package.module:NAME"
+    if location.endswith(".py"):
+        path = Path(location)
+        if not path.is_file():
+            return f"{target}: no such file: {location}"
+        try:
+            defined = _top_level_names(path)
+        except (SyntaxError, ValueError, UnicodeDecodeError) as e:
+            return f"{target}: {location} does not parse: {e}"
+        if defined is not None:
+            if attr not in defined:
+                return f"{target}: {location} defines no {attr}"
+            if f"{attr}_inputs" not in defined and "inputs" not in defined:
+                return f"{target}: {location} defines neither {attr}_inputs() nor inputs() (the program's arguments)"
+        return None
+    if not all(part.isidentifier() for part in location.split(".")):
+        return f"{target!r} is not FILE.py:NAME or package.module:NAME"
+    try:
+        found = importlib.util.find_spec(location.split(".")[0])
+    except (ImportError, ValueError) as e:
+        return f"{target}: cannot find module {location}: {e}"
+    return None if found is not None else f"{target}: no module named {location.split('.')[0]}"
 
 
 @dataclass
@@ -238,10 +290,17 @@ class Comparison:
     lost: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay none
     later: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay a later one
     internal: list[tuple[str, str]] = field(default_factory=list)  # stock a thunder-internal local
+    both_failed: bool = False  # the program fails under stock thunder too: nothing to compare
 
     @property
     def violations(self) -> int:
-        return len(self.lost) + len(self.later) + (1 if self.error else 0)
+        return len(self.lost) + len(self.later) + (1 if self.error and not self.both_failed else 0)
+
+    def as_dict(self) -> dict:
+        return {"program": self.target, "error": self.error, "both_failed": self.both_failed,
+                "stock_named": self.stock_named, "overlay_named": self.overlay_named, "kept": self.kept,
+                "lost": self.lost + self.later, "earlier": self.earlier, "gained": self.gained,
+                "internal": self.internal}
 
 
 def _lines(described: dict) -> list[list]:
@@ -271,6 +330,9 @@ def _align(stock: dict, overlay: dict) -> dict[str, str]:
 
 def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -> Comparison:
     result = Comparison(target)
+    if not overlay["ok"] and not stock["ok"]:
+        result.error, result.both_failed = f"fails under stock thunder too: {stock['error']}", True
+        return result
     if not overlay["ok"]:
         result.error = f"overlay failed: {overlay['error']}"
         return result
@@ -439,14 +501,21 @@ def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False
     return stock, stock_locals, overlay
 
 
-def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False) -> int:
+def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False, as_json: bool = False) -> int:
+    """0: no value lost; 1: the overlay lost a name stock gives, or failed where stock ran; 2: a target is
+    malformed, or a side did not run as it should; 3: a program fails under both (nothing compared)."""
+    errors = [e for e in map(target_error, targets) if e]
+    if errors:
+        for error in errors:
+            print(f"thunder-overlay names: error: {error}", file=sys.stderr)
+        return 2
     # What the overlay side's import would do, before minutes of tracing: status() without importing thunder
     ahead = _overlay_side_state()
     if ahead not in config.READY_STATES:
         print(f"the overlay side would not run patched (state {ahead}); see `THUNDER_OVERLAY=1 thunder-overlay status`",
               file=sys.stderr)
         return 2
-    stock, stock_locals, overlay = run_both(targets, thunderfx, announce=True)
+    stock, stock_locals, overlay = run_both(targets, thunderfx, announce=not as_json)
     stock_states = {r.get("state") for r in stock.values()}
     if stock_states - {"disabled", *config.PATCHED_STATES}:
         print(f"the stock side did not run as stock with the order patch (state {', '.join(sorted(map(str, stock_states)))})",
@@ -457,19 +526,24 @@ def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False)
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
               "see `thunder-overlay status`", file=sys.stderr)
         return 2
+    comparisons = [compare(target, stock[target], overlay[target], stock_locals) for target in targets]
+    status = 1 if any(c.violations for c in comparisons) else 3 if any(c.both_failed for c in comparisons) else 0
+    if as_json:
+        print(json.dumps({"exit_status": status, "overlay_state": sorted(states),
+                          "lost": sum(len(c.lost) + len(c.later) for c in comparisons),
+                          "programs": [c.as_dict() for c in comparisons]}))
+        return status
     if "patched-unverified" in states:
         print("note: the overlay side ran patched-unverified (a base chosen with THUNDER_OVERLAY_BASE)")
-    comparisons = []
-    for target in targets:
-        comparisons.append(compare(target, stock[target], overlay[target], stock_locals))
-        if show_traces:
+    if show_traces:
+        for target in targets:
             _print_side_by_side(target, stock[target], overlay[target])
     print()
     print_table(comparisons)
     for target in targets:
-        if not stock[target]["ok"]:
+        if not stock[target]["ok"] and overlay[target]["ok"]:
             print(f"note: stock failed on {target}: {stock[target]['error']}")
-    return 1 if any(c.violations for c in comparisons) else 0
+    return status
 
 
 def _print_side_by_side(target: str, stock: dict, overlay: dict) -> None:

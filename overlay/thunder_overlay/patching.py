@@ -40,10 +40,13 @@ def _mismatch(result, bases: list[manifest.Base], found: dict) -> str:
     if other is not None:
         return (f"{where} has sha256 {target.sha256}, the file of base {other.name}, while base {nearest.name} "
                 f"has {target.base_sha256}: this thunder mixes files of two releases")
-    return (f"{where} has sha256 {target.sha256}, which is no known base (supported releases: "
-            f"{', '.join(manifest.supported_releases(bases))}). For a newer thunder (upstream main), "
-            f"{BASE_ENV}=<series> applies a series when every hunk applies with exact context; series: "
-            f"{manifest.series_names(bases)}")
+    releases = manifest.supported_releases(bases)
+    newest = max((r for r in releases if r[0].isdigit()), key=manifest.release_key, default=None)
+    return (f"thunder-overlay {config.__version__} has no series for {f'thunder {release}' if release else 'this thunder'}:"
+            f" pin a supported release (pip install lightning-thunder=={newest}) or upgrade thunder-overlay. "
+            f"{where} has sha256 {target.sha256}, which is no known base (supported releases: {', '.join(releases)}). "
+            f"To try a series anyway (a later upstream main), {BASE_ENV}=<series> applies it only if every hunk "
+            f"applies with exact context; series: {manifest.series_names(bases)}")
 
 
 def _choose_series(result, bases: list[manifest.Base], found: dict) -> manifest.Base:

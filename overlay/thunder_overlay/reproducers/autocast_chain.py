@@ -1,4 +1,4 @@
-"""The chain from DESIGN.md: crashes stock thunder 0.2.1 ... 0.2.6 under autocast, bf16 and fp16.
+"""The autocast chain (the README's first example): crashes stock thunder 0.2.1 ... 0.2.6 under autocast, bf16 and fp16.
 
 A rename recorded for the float32 ``t2`` of the trace that autocast constructs lands on the bfloat16
 ``t2`` of the computation trace; compilation then fails with "Expected a.dtype=float32 and
