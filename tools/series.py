@@ -93,7 +93,7 @@ def port(checkout: Path, only: list[str] | None = None) -> None:
         raise SystemExit(f"{checkout} has uncommitted changes")
     start = git(checkout, "rev-parse", "--abbrev-ref", "HEAD").strip()
     try:
-        for base in manifest.load():
+        for base in manifest.load(new_bases=True):
             tag = base.directory.name
             if tag == SOURCE_BASE or (only and tag not in only):
                 continue
@@ -137,7 +137,7 @@ def file_hashes(checkout: Path, base: manifest.Base, paths: list[str]) -> dict[s
 
 def export(checkout: Path, only: list[str] | None = None) -> None:
     manifest_file = Path(config.patches_dir()[0]) / config.MANIFEST
-    for base in manifest.load():
+    for base in manifest.load(new_bases=True):
         tag = base.directory.name
         if only and tag not in only:
             continue
@@ -166,7 +166,7 @@ def main() -> int:
     parser.add_argument("--bases", nargs="+", metavar="BASE", help="only these bases (their directory names under "
                         "patches/); default: every base of the manifest")
     args = parser.parse_args()
-    if unknown := set(args.bases or ()) - {b.directory.name for b in manifest.load()}:
+    if unknown := set(args.bases or ()) - {b.directory.name for b in manifest.load(new_bases=True)}:
         parser.error(f"no base {', '.join(sorted(unknown))} in patches/manifest.toml")
     {"port": port, "export": export}[args.command](args.thunder_git.resolve(), args.bases)
     return 0

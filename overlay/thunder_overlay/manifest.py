@@ -50,9 +50,10 @@ def _checked_files(entry: dict, where: str) -> dict[str, str]:
     return {path: sha256.lower() for path, sha256 in files.items()}
 
 
-def load(patches_dir: Path | None = None) -> list[Base]:
+def load(patches_dir: Path | None = None, *, new_bases: bool = False) -> list[Base]:
     """The bases of ``patches_dir``, by default the one the overlay uses (``config.patches_dir()``).
-    Raises ValueError for a manifest the engine cannot decide by."""
+    Raises ValueError for a manifest the engine cannot decide by. ``new_bases`` (tools/series.py only): a
+    base without ``[base.files]`` yet, whose series ``export`` is about to write, is listed with no files."""
     patches_dir = Path(patches_dir or config.patches_dir()[0])
     try:
         import tomllib
@@ -64,9 +65,11 @@ def load(patches_dir: Path | None = None) -> list[Base]:
     bases = []
     for entry in data["base"]:
         where = f"{patches_dir / config.MANIFEST}, base {entry.get('dir')!r}"
-        bases.append(Base(tuple(entry["releases"]), _checked_files(entry, where), patches_dir / entry["dir"]))
-    for i, a in enumerate(bases):
-        for b in bases[i + 1 :]:
+        files = {} if new_bases and "files" not in entry else _checked_files(entry, where)
+        bases.append(Base(tuple(entry["releases"]), files, patches_dir / entry["dir"]))
+    finished = [b for b in bases if b.files]
+    for i, a in enumerate(finished):
+        for b in finished[i + 1 :]:
             if not any(a.files[p] != b.files[p] for p in a.files.keys() & b.files.keys()):
                 raise ValueError(f"{patches_dir / config.MANIFEST}: bases {a.name} and {b.name} differ in no file "
                                  "both list, so the same thunder could match both")
