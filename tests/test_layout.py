@@ -73,8 +73,8 @@ def test_the_readmes_two_commands_are_the_ones_ci_runs():
     assert all(c in ci for c in commands) and ci.index(commands[0]) < ci.index(commands[1]), "CI runs them, in order"
 
 
-def test_the_readmes_links_into_the_repository_exist():
+def test_the_readme_leads_to_the_maintainers_guide_and_the_results():
+    # named as paths, not linked: the README is also the wheel's description (tests/test_docs.py checks
+    # that every file a doc names exists)
     readme = (REPO / "README.md").read_text()
-    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
-    assert "docs/maintaining.md" in links and "docs/results.md" in links
-    assert [link for link in links if not (REPO / link).is_file()] == []
+    assert "`docs/maintaining.md`" in readme and "`docs/results.md`" in readme

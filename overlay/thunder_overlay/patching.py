@@ -45,8 +45,8 @@ def _mismatch(result, bases: list[manifest.Base], found: dict) -> str:
     return (f"thunder-overlay {config.__version__} has no series for {f'thunder {release}' if release else 'this thunder'}:"
             f" pin a supported release (pip install lightning-thunder=={newest}) or upgrade thunder-overlay. "
             f"{where} has sha256 {target.sha256}, which is no known base (supported releases: {', '.join(releases)}). "
-            f"To try a series anyway (a later upstream main), {BASE_ENV}=<series> applies it only if every hunk "
-            f"applies with exact context; series: {manifest.series_names(bases)}")
+            f"To try one anyway (a later upstream main, a local edit), {BASE_ENV}=<series> applies a series when "
+            f"every hunk applies with exact context; series: {manifest.series_names(bases)}")
 
 
 def _choose_series(result, bases: list[manifest.Base], found: dict) -> manifest.Base:
