@@ -29,7 +29,6 @@ XDG_CACHE_HOME or home directory: a container running an arbitrary uid) the cach
 from __future__ import annotations
 
 import hashlib
-import json
 import marshal
 import os
 import stat
@@ -43,7 +42,7 @@ from thunder_overlay import config
 
 DIR_ENV = "THUNDER_OVERLAY_CACHE_DIR"
 SWITCH_ENV = "THUNDER_OVERLAY_CACHE"
-FORMAT = b"thunder-overlay bytecode cache 3\n"
+FORMAT = b"thunder-overlay bytecode cache 4\n"
 NO_CACHE_DIR_REASON = f"no cache folder: set {DIR_ENV}, XDG_CACHE_HOME or HOME"
 
 
@@ -153,33 +152,58 @@ def make_key(thunder_path: str, files: list, patches_dir: Path, series_dir: Path
 # per file, the sha256 its base lists: "base_sha256").
 FACTS = ("state", "known", "base", "base_releases", "base_switch", "patches")
 
-# An entry: FORMAT, the size of the rest (8 bytes, little-endian), then chunks, each its size (8 bytes), its
-# sha256 (32 bytes) and its bytes: the JSON header, then per patched file its text and its marshalled code.
+# An entry: FORMAT; the size of the header (8 bytes, little-endian) and its sha256 (32 bytes); the header,
+# marshalled: {"key", "facts", "size" (of the whole entry), "files": [[path, code size, code sha256, text
+# size, text sha256], ...]}; then every file's marshalled code; then every file's text. Texts come last so
+# that an import reads only the header and the code: a text is read when tracebacks or inspect ask for it.
 _SIZE, _DIGEST = 8, 32
+_HEAD = len(FORMAT) + _SIZE + _DIGEST
 # No entry of a real thunder comes near this (0.2.6: 1.2 MB): anything larger is not read.
 MAX_SIZE = 64 << 20
 
 
 class Entry:
-    """``files``: per patched file, [path, text, code object]. A text read from an entry stays bytes with
-    its stored sha256 in ``text_digests``, checked when the text is first needed (see ``text``)."""
+    """``files``: per patched file, [path, text, code object]. A text read from an entry is a ``Text``: where
+    it lies in the entry, read and checked when first asked for."""
 
-    def __init__(self, key: dict, facts: dict, files: list, text_digests: list | None = None):
-        self.key, self.facts, self.files, self.text_digests = key, facts, files, text_digests
+    def __init__(self, key: dict, facts: dict, files: list):
+        self.key, self.facts, self.files = key, facts, files
+
+    def close(self) -> None:
+        """Let go of the entry's file (an entry not used: its texts will not be asked for)."""
+        fds = {t.fd for _, t, _ in self.files if isinstance(t, Text)}
+        for fd in fds:
+            os.close(fd)
 
 
-def text(data, digest: bytes | None, entry: Path | None = None) -> str | None:
-    """A patched file's text; None when ``data``, read from ``entry``, does not have its stored sha256 (the
-    entry is then removed, so that the next process writes a good one). Texts only serve tracebacks and
-    ``inspect``: they are checked when first asked for, not at every import."""
-    if digest is not None and hashlib.sha256(data).digest() != digest:
-        if entry is not None:
-            try:
-                os.unlink(entry)
-            except OSError:
-                pass
-        return None
-    return data.decode("utf-8") if isinstance(data, bytes) else data
+class Text:
+    """Where a text lies in the entry the code came from: ``fd`` stays open on that file, so the text read
+    later is that entry's even after another process replaced or removed it."""
+
+    __slots__ = ("entry", "fd", "offset", "size", "digest")
+
+    def __init__(self, entry: Path, fd: int, offset: int, size: int, digest: bytes):
+        self.entry, self.fd, self.offset, self.size, self.digest = entry, fd, offset, size, digest
+
+
+def text(stored) -> str | None:
+    """A patched file's text: ``stored`` itself, or, for a ``Text``, its bytes read from the entry; None when
+    they do not have their stored sha256 (the entry is then removed, unless another process replaced it
+    meanwhile, so that the next process writes a good one)."""
+    if not isinstance(stored, Text):
+        return stored
+    try:
+        data = os.pread(stored.fd, stored.size, stored.offset)
+        if hashlib.sha256(data).digest() == stored.digest:
+            return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        if os.stat(stored.entry).st_ino == os.fstat(stored.fd).st_ino:
+            os.unlink(stored.entry)
+    except OSError:
+        pass
+    return None
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -193,10 +217,10 @@ def _read_all(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _read(path: Path) -> bytes:
-    """The entry's bytes after FORMAT and its size. Opened without following a link and without blocking (a
-    FIFO or device at the entry's name is refused, never waited on or read); only a regular file this user
-    owns and no other user can write is read, and only as many bytes as it announces."""
+def _open(path: Path) -> int:
+    """A descriptor of the entry, opened without following a link and without blocking (a FIFO or device at
+    the entry's name is refused, never waited on or read), for a regular file this user owns and no other
+    user can write; raises OSError or ValueError otherwise."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
@@ -207,32 +231,13 @@ def _read(path: Path) -> bytes:
             raise ValueError("the entry belongs to another user")
         if st.st_mode & 0o022:
             raise ValueError(f"the entry is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
-        head = _read_all(fd, len(FORMAT) + _SIZE) if st.st_size >= len(FORMAT) + _SIZE else b""
-        if head[: len(FORMAT)] != FORMAT:
-            raise ValueError("not a thunder-overlay cache entry (or another format version)")
-        size = int.from_bytes(head[len(FORMAT) :], "little")
-        if size > MAX_SIZE or len(head) + size != st.st_size:
-            raise ValueError(f"the entry announces {size} bytes and holds {st.st_size - len(head)}")
-        return _read_all(fd, size)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
-def _chunks(data: bytes) -> list[tuple[bytes, memoryview]]:
-    """(sha256, bytes) of each chunk; raises ValueError on anything else."""
-    view, at, chunks = memoryview(data), 0, []
-    while at < len(data):
-        size = int.from_bytes(view[at : at + _SIZE], "little")
-        start = at + _SIZE + _DIGEST
-        if start + size > len(data):
-            raise ValueError("truncated entry")
-        chunks.append((bytes(view[at + _SIZE : start]), view[start : start + size]))
-        at = start + size
-    return chunks
-
-
-def _checked(chunk: tuple[bytes, memoryview], what: str) -> memoryview:
-    digest, data = chunk
+def _checked(data: bytes, digest: bytes, what: str) -> bytes:
     if hashlib.sha256(data).digest() != digest:
         raise ValueError(f"corrupt entry: the sha256 of {what} differs from the stored one")
     return data
@@ -240,25 +245,40 @@ def _checked(chunk: tuple[bytes, memoryview], what: str) -> memoryview:
 
 def read(path: Path) -> Entry:
     """The entry at ``path``; raises OSError (missing, unreadable, a link) or ValueError (corrupt, foreign,
-    not a regular file, writable by others). The header and every code chunk are checked against their
-    sha256 and every code chunk must hold a code object; texts are checked when used (``text``)."""
-    chunks = _chunks(_read(path))
+    not a regular file, writable by others). Reads the header and the code only, never more than the entry
+    announces: the header and every code chunk must have their stored sha256, and every code chunk must hold
+    a code object; each text is checked when it is read (``text``)."""
+    fd = _open(path)
     try:
-        meta = json.loads(_checked(chunks[0], "the header").tobytes())
-        paths = meta["paths"]
-        if len(chunks) != 1 + 2 * len(paths):
-            raise ValueError(f"{len(chunks)} chunks for {len(paths)} files")
-        files, digests = [], []
-        for i, p in enumerate(paths):
-            code = marshal.loads(_checked(chunks[2 + 2 * i], f"the code of {p}"))
+        size = os.fstat(fd).st_size
+        head = _read_all(fd, _HEAD) if size >= _HEAD else b""
+        if head[: len(FORMAT)] != FORMAT:
+            raise ValueError("not a thunder-overlay cache entry (or another format version)")
+        header_size = int.from_bytes(head[len(FORMAT) : len(FORMAT) + _SIZE], "little")
+        if _HEAD + header_size > min(size, MAX_SIZE):
+            raise ValueError(f"the entry announces a header of {header_size} bytes and holds {size - _HEAD}")
+        try:
+            meta = marshal.loads(_checked(_read_all(fd, header_size), head[-_DIGEST:], "the header"))
+            files = meta["files"]
+            if meta["size"] != size:
+                raise ValueError(f"the entry announces {meta['size']} bytes and holds {size}")
+            code_end = _HEAD + header_size + sum(f[1] for f in files)
+            if code_end + sum(f[3] for f in files) != size:
+                raise ValueError("its chunks do not add up to its size")
+            codes = _read_all(fd, code_end - _HEAD - header_size)
+        except (KeyError, TypeError, IndexError, EOFError) as e:
+            raise ValueError(f"corrupt entry: {type(e).__name__}: {e}") from None
+        entry_files, code_at, text_at = [], 0, code_end
+        for p, code_size, code_digest, text_size, text_digest in files:
+            code = marshal.loads(_checked(codes[code_at : code_at + code_size], code_digest, f"the code of {p}"))
             if not isinstance(code, types.CodeType):
                 raise ValueError(f"the code of {p} is a {type(code).__name__}, not a code object")
-            digest, data = chunks[1 + 2 * i]
-            files.append([p, data.tobytes(), code])
-            digests.append(digest)
-        return Entry(meta["key"], meta["facts"], files, digests)
-    except (IndexError, KeyError, TypeError, EOFError, UnicodeDecodeError) as e:
-        raise ValueError(f"corrupt entry: {type(e).__name__}: {e}") from None
+            entry_files.append([p, Text(path, fd, text_at, text_size, text_digest), code])
+            code_at, text_at = code_at + code_size, text_at + text_size
+    except BaseException:
+        os.close(fd)
+        raise
+    return Entry(meta["key"], meta["facts"], entry_files)
 
 
 # A temporary file older than this was left by a killed writer: the next write removes it.
@@ -285,13 +305,19 @@ def write(thunder_path: str, entry: Entry) -> str:
     if off:
         return f"off ({off})"
     path = _path_in(cache_dir(), thunder_path)
-    header = json.dumps({"key": entry.key, "facts": entry.facts, "paths": [f[0] for f in entry.files]},
-                        sort_keys=True).encode()
-    chunks = [header]
-    for _, text, code in entry.files:
-        chunks += [text if isinstance(text, bytes) else text.encode("utf-8"), marshal.dumps(code)]
-    body = b"".join(len(c).to_bytes(_SIZE, "little") + hashlib.sha256(c).digest() + c for c in chunks)
-    data = FORMAT + len(body).to_bytes(_SIZE, "little") + body
+    codes = [marshal.dumps(code) for _, _, code in entry.files]
+    texts = [text(t) if isinstance(t, Text) else t for _, t, _ in entry.files]  # an entry read back: its texts
+    if None in texts:
+        return "not written (a text of the entry it was read from failed its check)"
+    texts = [t if isinstance(t, bytes) else t.encode("utf-8") for t in texts]
+    files = [[p, len(c), hashlib.sha256(c).digest(), len(t), hashlib.sha256(t).digest()]
+             for (p, _, _), c, t in zip(entry.files, codes, texts)]
+    meta = {"key": entry.key, "facts": entry.facts, "files": files, "size": 0}
+    # marshal writes any int below 2**31 in 5 bytes: the header's size does not depend on the entry's
+    meta["size"] = _HEAD + len(marshal.dumps(meta)) + sum(map(len, codes)) + sum(map(len, texts))
+    header = marshal.dumps(meta)
+    data = b"".join([FORMAT, len(header).to_bytes(_SIZE, "little"), hashlib.sha256(header).digest(), header,
+                     *codes, *texts])
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if _unsafe(str(path.parent)):  # made just now by another user, or with a loose umask
@@ -329,7 +355,9 @@ def listing() -> tuple[str | None, str | None, list[dict]]:
             item["problem"] = "a temporary file (a writer at work, or killed)"
         else:
             try:
-                item["thunder"] = json.loads(_checked(_chunks(_read(path))[0], "the header").tobytes())["key"]["thunder"]
+                stored = read(path)
+                item["thunder"] = stored.key["thunder"]
+                stored.close()
             except Exception as e:
                 item["problem"] = f"not usable: {type(e).__name__}: {e}"
         found.append(item)

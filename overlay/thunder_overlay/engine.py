@@ -32,13 +32,12 @@ class Target:
     """One file of thunder, found as the import system would find it: its bytes' sha256, the sha256 the
     base lists for it and, once patched, its text and code."""
 
-    __slots__ = ("path", "module", "origin", "sha256", "stamp", "base_sha256", "source", "text", "text_digest",
-                 "entry", "code")
+    __slots__ = ("path", "module", "origin", "sha256", "stamp", "base_sha256", "source", "text", "code")
 
     def __init__(self, path: str, origin: str | None, sha256: str | None, stamp: tuple = (None, None)):
         self.path, self.module, self.origin, self.sha256 = path, locate.module_name(path), origin, sha256
         self.stamp = stamp  # (size, mtime_ns) of the file when it was hashed
-        self.base_sha256 = self.source = self.text = self.text_digest = self.entry = self.code = None
+        self.base_sha256 = self.source = self.text = self.code = None
 
     def key(self) -> list:
         return [self.path, self.origin, self.sha256, *self.stamp]
@@ -124,6 +123,7 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
     path = bytecode_cache.entry_path(result.thunder_path)
     if path is None:
         return None
+    entry = None
     try:
         entry = bytecode_cache.read(path)
         found = {known[0]: _find(locator, known[0], known) for known in entry.key["files"]}
@@ -131,19 +131,21 @@ def _from_cache(result: Plan, locator: locate.Locator, directory: Path, switch: 
         key_files = [t.key() for t in found.values()]
         now = bytecode_cache.make_key(result.thunder_path, key_files, directory, series_dir, switch)
         if entry.key != now:
+            entry.close()
             return f"its key differs in {', '.join(sorted(k for k in now if entry.key.get(k) != now[k]))}"
         facts = {name: entry.facts[name] for name in bytecode_cache.FACTS}
         if len(entry.files) != len(entry.facts["base_sha256"]):
             raise ValueError("corrupt entry: the files and their facts differ in number")
         targets = []
-        for (p, text, code), digest, base_sha256 in zip(entry.files, entry.text_digests, entry.facts["base_sha256"]):
+        for (p, text, code), base_sha256 in zip(entry.files, entry.facts["base_sha256"]):
             target = found[p]
-            target.base_sha256, target.text, target.text_digest, target.code = base_sha256, text, digest, code
-            target.entry = path
+            target.base_sha256, target.text, target.code = base_sha256, text, code
             targets.append(target)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except Exception as e:  # unreadable, corrupt, foreign: a cache problem never refuses the patch
+        if entry is not None:
+            entry.close()
         return f"{type(e).__name__}: {e}"
     for name, value in facts.items():
         setattr(result, name, value)
@@ -232,7 +234,7 @@ class PatchedSourceLoader(importlib.abc.Loader):
 
     def get_source(self, fullname: str) -> str | None:
         """The patched text; None (no lines shown) for a text from the cache that fails its sha256."""
-        return bytecode_cache.text(self.target.text, self.target.text_digest, self.target.entry)
+        return bytecode_cache.text(self.target.text)
 
     def get_code(self, fullname: str):
         return self.target.code
