@@ -1,16 +1,22 @@
 """Compare stock thunder with the overlay: alternating benchmark runs, then a ratio table.
 
-    python bench/compare.py [--quick] [--pairs K] [--compile-threshold 1.03] [--exec-threshold 1.02]
+    python bench/compare.py [--quick] [--pairs K] [--warmup W] [--compile-threshold 1.03] [--exec-threshold 1.02]
                             [--out DIR] [--overlay-pythonpath DIR] [-k EXPR] [--large] [--null] [--report-only]
 
-Runs K pairs of subprocesses, stock (THUNDER_OVERLAY=0) then overlay (THUNDER_OVERLAY=1), each
-``python -m pytest bench/ --benchmark-json=...``, so slow drifts of a shared machine hit both
-sides alike.  All JSON and logs stay in DIR (default bench/results/<timestamp>/) together with
-summary.txt / summary.json and, when the chain-N workloads ran, scaling.png.
+First W warm-up runs per side (default 1), not compared: the first runs on a fresh machine or a fresh
+virtual environment are slower on every workload (imports of lazily loaded modules, caches, clocks) and
+would decide a pair by themselves. Then K pairs of subprocesses, stock (THUNDER_OVERLAY=0) and overlay
+(THUNDER_OVERLAY=1), each ``python -m pytest bench/ --benchmark-json=...``, the order alternating
+(stock-overlay, overlay-stock, ...), so that drifts of a shared machine hit both sides alike. All JSON and
+logs stay in DIR (default bench/results/<timestamp>/) together with summary.txt / summary.json and, when
+the chain-N workloads ran, scaling.png.
+Per benchmark the report shows every per-pair ratio, their median and its 95% bootstrap interval (over
+pairs); the verdict is PASS when the interval lies at or below the threshold, FAIL above it, INCONCLUSIVE
+when it spans it (with the pairs a run would need to decide).
 ``--null`` runs stock thunder on both sides (an A/A run): its ratios are what this harness reports
 on this machine when there is no difference at all, the yardstick for reading a real run.
-Exit status: 0 within thresholds, 1 some median ratio above its threshold, 2 a run failed or
-nothing was comparable; the last line says PASS or FAIL with the thresholds.
+Exit status: 0 PASS, 1 FAIL (some interval above its threshold), 2 a run failed or nothing was
+comparable, 3 INCONCLUSIVE; the last line says which, with the thresholds.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="CI subset (under 5 minutes on 2 cores)")
     p.add_argument("--pairs", type=int, default=None, help="stock/overlay pairs (default 2 quick, 5 otherwise)")
+    p.add_argument("--warmup", type=int, default=1, help="runs per side before the pairs, not compared (default 1)")
     p.add_argument("--compile-threshold", type=float, default=1.03)
     p.add_argument("--exec-threshold", type=float, default=1.02)
     p.add_argument("--out", type=Path, default=None, help="results folder (default bench/results/<timestamp>)")
@@ -71,25 +78,37 @@ def side_env(side: str, flag: str, args) -> dict[str, str]:
     return env
 
 
+def schedule(pairs: int, warmup: int) -> list[tuple[str, int, str, str]]:
+    """(kind, number, side, flag) of every run in order: the warm-up runs, then the pairs, each pair's order
+    the other way round from the last."""
+    runs = [("warmup", i, side, flag) for i in range(1, warmup + 1) for side, flag in SIDES]
+    for i in range(1, pairs + 1):
+        runs += [("pair", i, side, flag) for side, flag in (SIDES if i % 2 else SIDES[::-1])]
+    return runs
+
+
 def run_pairs(args, out: Path) -> list[dict]:
     runs, start = [], time.monotonic()
-    for i in range(1, args.pairs + 1):
-        for side, flag in SIDES:
-            stem = f"pair{i:02d}-{side}"
-            print(f"[pair {i}/{args.pairs}] {side:7} running ... (elapsed {time.monotonic() - start:6.1f}s)", flush=True)
-            t0 = time.monotonic()
-            with open(out / f"{stem}.log", "w") as log:
-                rc = subprocess.call(
-                    pytest_command(args, out / f"{stem}.json"),
-                    env=side_env(side, flag, args),
-                    cwd=BENCH.parent,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            took = time.monotonic() - t0
-            status = "ok" if rc == 0 else f"pytest exit {rc}, see {out / stem}.log"
-            print(f"[pair {i}/{args.pairs}] {side:7} {status} in {took:.1f}s (elapsed {time.monotonic() - start:6.1f}s)")
+    for kind, i, side, flag in schedule(args.pairs, args.warmup):
+        stem = f"{kind}{i:02d}-{side}"
+        total = args.pairs if kind == "pair" else args.warmup
+        print(f"[{kind} {i}/{total}] {side:7} running ... (elapsed {time.monotonic() - start:6.1f}s)", flush=True)
+        t0 = time.monotonic()
+        with open(out / f"{stem}.log", "w") as log:
+            rc = subprocess.call(
+                pytest_command(args, out / f"{stem}.json"),
+                env=side_env(side, flag, args),
+                cwd=BENCH.parent,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        took = time.monotonic() - t0
+        status = "ok" if rc == 0 else f"pytest exit {rc}, see {out / stem}.log"
+        print(f"[{kind} {i}/{total}] {side:7} {status} in {took:.1f}s (elapsed {time.monotonic() - start:6.1f}s)")
+        if kind == "pair":
             runs.append({"pair": i, "side": side, "json": f"{stem}.json", "rc": rc, "seconds": round(took, 1)})
+        elif rc != 0:
+            print(f"warm-up run failed: pytest exit {rc}, see {out / stem}.log")
     (out / "runs.json").write_text(json.dumps(runs, indent=1))
     print(f"total {time.monotonic() - start:.1f}s for {args.pairs} pairs")
     return runs
@@ -124,27 +143,34 @@ def main(argv=None) -> int:
         if report.plot_scaling(table, out / "scaling.png"):
             text += f"\n\nwrote {out / 'scaling.png'}"
     text += f"\n\nthresholds: compile {args.compile_threshold}, exec {args.exec_threshold}"
-    text += f" (on the median of the per-pair ratios of {args.stat}s)"
+    text += f" (the 95% interval of the median of the per-pair ratios of {args.stat}s)"
     print(text)
     (out / "summary.txt").write_text(text + "\n")
     (out / "summary.json").write_text(json.dumps([r.__dict__ for r in rows], indent=1))
 
     failed = [r for r in runs if r["rc"] != 0]
-    slower = [r for r in rows if r.verdict == "SLOWER"]
+    verdicts = {r.verdict for r in rows if r.ratios}
+    above = [r for r in rows if r.verdict == "FAIL"]
+    open_ = [r for r in rows if r.verdict == "INCONCLUSIVE"]
     if failed:
         print(f"FAILED: {len(failed)} pytest run(s) exited non-zero (logs in {out})")
-        code = 2
-    elif not any(r.ratios for r in rows):
+        code, word = 2, "FAIL"
+    elif not verdicts:
         print("FAILED: no benchmark ran on both sides (all skipped or deselected?)")
-        code = 2
-    elif slower:
-        print("SLOWER than threshold: " + ", ".join(f"{r.workload}/{r.measure}/{r.target}" for r in slower))
-        code = 1
+        code, word = 2, "FAIL"
+    elif above:
+        print("SLOWER than threshold: " + ", ".join(f"{r.workload}/{r.measure}/{r.target}" for r in above))
+        code, word = 1, "FAIL"
+    elif open_:
+        print("INCONCLUSIVE (the interval spans the threshold): " + ", ".join(
+            f"{r.workload}/{r.measure}/{r.target}" + (f" (about {r.pairs_needed} pairs)" if r.pairs_needed else "")
+            for r in open_))
+        code, word = 3, "INCONCLUSIVE"
     else:
-        code = 0
+        code, word = 0, "PASS"
     compared = sum(1 for r in rows if r.ratios)
-    print(f"{'PASS' if code == 0 else 'FAIL'}: {compared - len(slower)} of {compared} compared benchmarks within "
-          f"thresholds (median overlay/stock {args.stat} ratio: compile <= {args.compile_threshold}, "
+    print(f"{word}: {sum(r.verdict == 'PASS' for r in rows)} of {compared} compared benchmarks within thresholds "
+          f"(95% interval of the median overlay/stock {args.stat} ratio: compile <= {args.compile_threshold}, "
           f"exec <= {args.exec_threshold}){'' if code != 2 else '; runs failed or nothing compared'}")
     return code
 

@@ -1,7 +1,9 @@
 """Stock-vs-overlay report over pytest-benchmark JSON files written in pairs by compare.py.
 
-Per benchmark, each pair gives the ratio overlay median / stock median (or another statistic); the table shows the
-min / median / max of those ratios per workload.  Groups are named ``workload/measure/target``
+Per benchmark, each pair gives the ratio overlay median / stock median (or another statistic); the table shows
+every per-pair ratio, their median and a 95% bootstrap interval of that median (resampling the pairs). The
+verdict: PASS when the whole interval is at or below the threshold, FAIL when it is above, INCONCLUSIVE when it
+spans the threshold, with the pairs a run would need to decide at the spread seen.  Groups are named ``workload/measure/target``
 (conftest.py), so "compile" and "exec" benchmarks get their own thresholds.  The ``chain-N``
 workloads also give a compile-time scaling table and a log-log plot.
 """
@@ -9,6 +11,8 @@ workloads also give a compile-time scaling table and a log-log plot.
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -24,6 +28,31 @@ class Row:
     overlay: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
     verdict: str = ""
+    low: float | None = None  # the 95% bootstrap interval of the median ratio
+    high: float | None = None
+    pairs_needed: int | None = None  # for INCONCLUSIVE: pairs that would decide, at this spread
+
+
+def interval(ratios: list[float], rounds: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the median of ``ratios`` (resampled with replacement; seeded,
+    so that a report rebuilt from the same files says the same)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(rounds))
+    return medians[int(0.025 * rounds)], medians[min(rounds - 1, int(0.975 * rounds))]
+
+
+def decide(row: Row, limit: float) -> None:
+    """PASS, FAIL or INCONCLUSIVE from the interval of the median ratio against ``limit``."""
+    row.low, row.high = interval(row.ratios)
+    if row.high <= limit:
+        row.verdict = "PASS"
+    elif row.low > limit:
+        row.verdict = "FAIL"
+    else:
+        row.verdict = "INCONCLUSIVE"
+        half, distance = (row.high - row.low) / 2, abs(statistics.median(row.ratios) - limit)
+        # the interval narrows as 1/sqrt(pairs): pairs at which its half-width is the median's distance
+        row.pairs_needed = math.ceil(len(row.ratios) * (half / distance) ** 2) if distance > 0 else None
 
 
 def load_stat(path: Path, stat: str = "median") -> dict[str, tuple[str, float]]:
@@ -54,7 +83,7 @@ def build_rows(pairs: list[tuple[Path, Path]], thresholds: dict[str, float], sta
         if not row.ratios:
             row.verdict = "overlay only (stock skipped)" if row.overlay else "stock only"
         else:
-            row.verdict = "SLOWER" if statistics.median(row.ratios) > limit else "ok"
+            decide(row, limit)
     return sorted(rows.values(), key=lambda r: (r.workload, r.measure, r.target))
 
 
@@ -72,18 +101,21 @@ def _median(xs: list[float]) -> float | None:
 
 
 def render(rows: list[Row]) -> str:
-    head = f"  {'measure':8} {'target':13} {'stock':>9} {'overlay':>9} {'min':>6} {'median':>6} {'max':>6} {'n':>3}  verdict"
+    head = (f"  {'measure':8} {'target':13} {'stock':>9} {'overlay':>9} {'median':>6} {'95% interval':>15} {'n':>3}"
+            "  verdict; per-pair ratios")
     out = []
     for workload in sorted({r.workload for r in rows}):
         out += [f"== {workload}", head]
         for r in (r for r in rows if r.workload == workload):
             if r.ratios:
-                ratio = f"{min(r.ratios):6.3f} {statistics.median(r.ratios):6.3f} {max(r.ratios):6.3f}"
+                ratio = f"{statistics.median(r.ratios):6.3f} {f'[{r.low:.3f}, {r.high:.3f}]':>15}"
+                verdict = r.verdict + (f" (about {r.pairs_needed} pairs would decide)" if r.pairs_needed else "")
+                verdict += "; " + " ".join(f"{x:.3f}" for x in r.ratios)
             else:
-                ratio = f"{'-':>6} {'-':>6} {'-':>6}"
+                ratio, verdict = f"{'-':>6} {'-':>15}", r.verdict
             out.append(
                 f"  {r.measure:8} {r.target:13} {fmt_time(_median(r.stock)):>9} {fmt_time(_median(r.overlay)):>9}"
-                f" {ratio} {len(r.ratios):>3}  {r.verdict}"
+                f" {ratio} {len(r.ratios):>3}  {verdict}"
             )
     return "\n".join(out)
 
