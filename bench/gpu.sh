@@ -11,7 +11,9 @@
 # litgpt workloads, and the overlay itself (`pip wheel --no-deps . -w bench/wheels`).
 # nvFuser: its wheels are for CPython 3.12 only and built per torch (and CUDA) version, e.g.
 # nvfuser-cu130-torch210 for torch 2.10; with no wheel matching the machine's torch (none for
-# torch 2.11 so far), the cuda-nvfuser cases skip as "nvFuser is not importable".
+# torch 2.11 so far), the cuda-nvfuser cases skip with the reason the preflight (bench/nvfuser_stack.py)
+# prints first: a wheel for another torch, or one without the module thunder imports at fusion calls
+# (thunder 0.2.6 needs the legacy `nvfuser`, which the 0.2.36 wheels no longer ship).
 # Before the timings, bench/fusion_identity.py runs with the real CUDA runtime (stock vs overlay hand
 # the executors the same traces and nvFuser FusionDefinitions; OUT_DIR/fusion_identity.txt). The
 # timings run whatever it finds; gpu.sh then exits with 1 if it found a difference or a side failed.
@@ -33,7 +35,7 @@ SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 shopt -s nullglob
 wheels=("${WHEELS:-$HERE/wheels}"/*.whl)
 if ((${#wheels[@]})); then
-    "$PY" -m pip install --no-index --no-deps --upgrade --target "$SITE" "${wheels[@]}" >"$OUT/pip.log" 2>&1 \
+    "$PY" -m pip install --no-index --no-deps --upgrade --compile --target "$SITE" "${wheels[@]}" >"$OUT/pip.log" 2>&1 \
         || { echo "pip install failed, see $OUT/pip.log"; exit 1; }
 fi
 
@@ -55,6 +57,10 @@ cat "$OUT/env.txt"
 ((rc == 0)) || { echo "thunder does not import here, see $OUT/env.txt"; exit 1; }
 
 cd "$HERE/.." || exit 1
+# Before spending GPU time: which nvFuser wheel is here and the torch it was built for, the module thunder
+# imports at fusion calls, one tiny fusion against eager, and so which targets will run (exit 3: the
+# cuda-nvfuser cases will skip, with the reason printed here; the others still run).
+"$VPY" bench/nvfuser_stack.py --json "$OUT/preflight.json" 2>&1 | tee "$OUT/preflight.txt"
 "$VPY" bench/fusion_identity.py --python "$VPY" --cache-dir "$OUT/standin" 2>&1 | tee "$OUT/fusion_identity.txt"
 identity_rc=${PIPESTATUS[0]}
 

@@ -33,6 +33,13 @@ def resolve(name: str) -> Target:
     import thunder
 
     device = name.split("-")[0]
+    if name.endswith("nvfuser"):
+        import nvfuser_stack
+
+        # what the stack rules out says more than "no CUDA": a wheel for another torch, or without the
+        # module this thunder imports at every fusion call
+        if (why := nvfuser_stack.problem(torch.__version__)) is not None:
+            pytest.skip(f"nvFuser cannot run here: {why}")
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("CUDA is not available on this machine")
     if name.endswith("nvfuser"):
