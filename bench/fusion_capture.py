@@ -8,8 +8,13 @@ Inputs and parameters are torch FakeTensors on cuda:0: models are built on ``met
 swapped for fake ones (no op ever runs on a fake tensor that requires grad: that aborts the process).
 ``compile_data(jfn)._get_computation_and_inputs(*args)`` traces, transforms and runs the prologue only;
 the computation is never called. For each nvFusion region the FusionDefinition thunder would build at
-its first call is built from the region's own lookup (``get_fd``), with contiguous input descriptors,
-and printed with ``str(fd)``: nvFuser's host IR, nothing compiled or launched.
+its first call is built as that call builds it: the region's ``to_descriptors`` on tensors of its inputs'
+shapes (contiguous, on ``meta``), then its ``get_fd``; printed with ``str(fd)``: nvFuser's host IR, nothing
+compiled or launched. Where that path cannot run because this stack lacks the nvFuser module the thunder
+release imports there (thunder 0.2.6 with the nvFuser 0.2.36 wheels, which ship only ``nvfuser_direct``), the
+case fails with ``NvFuserCannotRun``: fusion_identity.py reports it as such, never as identical. Where the
+module is there but cannot load without a GPU (the legacy ``nvfuser`` needs libcuda), the descriptors come
+from ``nvfuser_direct``'s function of the same name, which the CUDA stand-in serves.
 """
 
 from __future__ import annotations
@@ -129,6 +134,33 @@ def executors_for(kind: str):
     return default
 
 
+class NvFuserCannotRun(RuntimeError):
+    """The nvFuser executor cannot run a region's first call on this stack (a module it imports is missing)."""
+
+
+def _meta_like(proxy):
+    import thunder.torch as ltorch
+    import torch
+
+    return torch.empty(tuple(int(s) for s in proxy.shape), dtype=ltorch.to_torch_dtype(proxy.dtype), device="meta")
+
+
+def _first_call_descriptors(region: str, wrapper, args) -> tuple:
+    """What the region's first call computes from its inputs (``FusionDefinitionWrapper.__call__``)."""
+    from thunder.core.proxies import TensorProxy
+
+    try:
+        return wrapper.to_descriptors(tuple(_meta_like(x) if isinstance(x, TensorProxy) else x for x in args))
+    except ModuleNotFoundError as e:
+        raise NvFuserCannotRun(f"thunder's first call of {region} imports {e.name}, which this nvFuser does "
+                               f"not ship ({e})") from None
+    except (ImportError, OSError):  # the module exists but needs a GPU to load: what the stand-in serves
+        return tuple(
+            _contiguous_descriptor(tuple(int(s) for s in x.shape)) if isinstance(x, TensorProxy) else None
+            for x in args
+        )
+
+
 def _contiguous_descriptor(shape: tuple[int, ...]) -> tuple:
     """What thunder's ``to_runtime_descriptors`` gives a contiguous tensor of ``shape`` (no DTensor).
     thunder asks the legacy ``nvfuser`` module, whose import needs libcuda; nvfuser_direct has the same
@@ -145,18 +177,12 @@ def _contiguous_descriptor(shape: tuple[int, ...]) -> tuple:
 def fusion_definitions(trace) -> dict[str, str]:
     """``str(fd)`` for each nvFusion region of an execution trace, built as at the region's first call
     on contiguous inputs."""
-    from thunder.core.proxies import TensorProxy
-
     out = {}
     for bsym in trace.bound_symbols:
         if not bsym.sym.is_fusion or not bsym.sym.name.startswith("nvFusion"):
             continue
         wrapper = bsym._call_ctx[bsym.sym.name]
-        descriptors = tuple(
-            _contiguous_descriptor(tuple(int(s) for s in x.shape)) if isinstance(x, TensorProxy) else None
-            for x in bsym.flat_args
-        )
-        out[bsym.sym.name] = str(wrapper.get_fd(descriptors))
+        out[bsym.sym.name] = str(wrapper.get_fd(_first_call_descriptors(bsym.sym.name, wrapper, bsym.flat_args)))
     return out
 
 

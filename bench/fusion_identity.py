@@ -199,6 +199,11 @@ def judge(case: Case, stock: dict, overlay: dict, stock_crash_expected: bool) ->
     fwd, bwd = _regions(overlay)
     if "error" not in overlay and case.kind == "nvfuser":
         case.regions = f"{len(fwd)}/{len(bwd)}"
+    cannot = "NvFuserCannotRun: "
+    if stock.get("error", "").startswith(cannot) and overlay.get("error", "").startswith(cannot):
+        case.verdict = "cannot run"
+        case.details.append(f"stock cannot run nvFuser here, nor the overlay: {stock['error'][len(cannot):]}")
+        return EXIT_SKIPPED
     if "error" in stock and "error" in overlay:
         case.verdict = "both-crash"
         case.details += [f"stock: {stock['error']}", f"overlay: {overlay['error']}"]

@@ -180,3 +180,36 @@ def test_the_check_reports_a_one_op_change_as_different(tmp_path):
     # the trace and the region's FusionDefinition both show the changed op
     assert "forward trace, line" in changed.stdout
     assert re.search(r"FusionDefinition:\n(.*\n)*? +[-+] .*fd\.ops\.(sub|add)", changed.stdout), changed.stdout
+
+
+# Installed ahead of every other finder in both sides' processes: the legacy `nvfuser` module is not there,
+# as with the nvFuser 0.2.36 wheels (nvfuser_direct only).
+HIDE_LEGACY_NVFUSER = """
+import sys
+class _NoLegacyNvFuser:
+    def find_spec(self, name, path=None, target=None):
+        if name == "nvfuser" or name.startswith("nvfuser."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _NoLegacyNvFuser())
+"""
+
+
+@requires_nvfuser_env
+def test_the_check_reports_cannot_run_where_the_first_call_needs_a_missing_module(tmp_path):
+    needs = subprocess.run([str(VENV312), "-c", "import sys; sys.path.insert(0, 'bench'); import nvfuser_stack; "
+                            "print(nvfuser_stack.thunder_needs())"], capture_output=True, text=True, cwd=REPO)
+    if needs.stdout.strip() != "nvfuser":
+        pytest.skip("this thunder imports no legacy nvfuser at a region's first call (upstream main)")
+    (tmp_path / "hide").mkdir()
+    (tmp_path / "hide" / "sitecustomize.py").write_text(HIDE_LEGACY_NVFUSER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(tmp_path / "hide"), os.environ.get("PYTHONPATH"))
+                                                       if p))
+    env.pop("LD_PRELOAD", None)
+    proc = subprocess.run([str(VENV312), str(CHECK), "--workloads", "seed946", "--modes", "inference", "--executors",
+                           "nvfuser", "--cache-dir", str(tmp_path / "standin")],
+                          capture_output=True, text=True, env=env, timeout=1200)
+    out = proc.stdout
+    assert proc.returncode == 3, out[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"\| seed946 +\| inference +\| nvfuser +\|.*\| cannot run +\|", out), out
+    assert "stock cannot run nvFuser here, nor the overlay: thunder's first call of nvFusion0 imports nvfuser" in out
