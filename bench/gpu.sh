@@ -66,6 +66,11 @@ identity_rc=${PIPESTATUS[0]}
 
 "$VPY" bench/compare.py --pairs "${PAIRS:-1}" -k cuda --out "$OUT" "$@"
 rc=$?
+# one file with everything a reader needs: the stack, what could run, the fusion check, the timings
+{ echo "== stack and preflight"; cat "$OUT/env.txt" "$OUT/preflight.txt"
+  echo; echo "== fusion identity"; tail -n 1 "$OUT/fusion_identity.txt"
+  echo; echo "== timings (compare.py, exit $rc)"; cat "$OUT/summary.txt" 2>/dev/null; } >"$OUT/gpu-summary.txt"
+echo "gpu.sh: summary in $OUT/gpu-summary.txt"
 # 3: nvFuser cases skipped (no wheel for this torch); the torch-on-CUDA cases were still compared
 if ((identity_rc == 1 || identity_rc == 2)); then
     echo "gpu.sh: fusion_identity.py exited $identity_rc, see $OUT/fusion_identity.txt"

@@ -153,8 +153,8 @@ def test_names_command_refuses_a_target_without_inputs(tmp_path):
     (tmp_path / "bare.py").write_text("def f(x):\n    return x\n")
     proc = subprocess.run([sys.executable, "-m", "thunder_overlay.cli", "names", f"{tmp_path / 'bare.py'}:f"],
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1
-    assert "provides neither f_inputs nor inputs" in proc.stdout
+    assert proc.returncode == 2, "a malformed target is a usage error, refused before any process starts"
+    assert "defines neither f_inputs() nor inputs()" in proc.stderr and proc.stdout == ""
 
 
 @pytest.mark.slow
