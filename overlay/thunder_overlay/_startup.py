@@ -42,7 +42,7 @@ class ThunderFinder:
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = DecidingLoader(self, spec.loader)
+                    spec.loader = deciding_loader_class()(self, spec.loader)
                 return spec
         return None  # no thunder at all: its import fails as without the overlay
 
@@ -77,28 +77,40 @@ class ThunderFinder:
         return None
 
 
-class DecidingLoader:
-    """Wraps the loader another finder gave for a module of thunder: decides, then executes the module,
-    patched if the series changes it. From then on the module's ``__loader__`` and spec name the loader
-    that really executed it; everything else a loader is asked is the wrapped loader's answer."""
+_deciding_loader = None
 
-    def __init__(self, finder: ThunderFinder, loader):
-        self.finder, self.loader = finder, loader
 
-    def create_module(self, spec):
-        create = getattr(self.loader, "create_module", None)
-        return create(spec) if create is not None else None
+def deciding_loader_class():
+    """The loader that decides, made at the first import of thunder: the many processes that never import
+    thunder do not pay for creating a class at start-up."""
+    global _deciding_loader
+    if _deciding_loader is None:
 
-    def exec_module(self, module) -> None:
-        patched = self.finder.decide(module.__name__)
-        loader = patched.loader if patched is not None else self.loader
-        module.__loader__ = loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = loader
-        loader.exec_module(module)
+        class DecidingLoader:
+            """Wraps the loader another finder gave for a module of thunder: decides, then executes the
+            module, patched if the series changes it. From then on the module's ``__loader__`` and spec name
+            the loader that really executed it; anything else a loader is asked is the wrapped loader's answer."""
 
-    def __getattr__(self, name):
-        return getattr(self.loader, name)
+            def __init__(self, finder: ThunderFinder, loader):
+                self.finder, self.loader = finder, loader
+
+            def create_module(self, spec):
+                create = getattr(self.loader, "create_module", None)
+                return create(spec) if create is not None else None
+
+            def exec_module(self, module) -> None:
+                patched = self.finder.decide(module.__name__)
+                loader = patched.loader if patched is not None else self.loader
+                module.__loader__ = loader
+                if module.__spec__ is not None:
+                    module.__spec__.loader = loader
+                loader.exec_module(module)
+
+            def __getattr__(self, name):
+                return getattr(self.loader, name)
+
+        _deciding_loader = DecidingLoader
+    return _deciding_loader
 
 
 def installed_finder():
