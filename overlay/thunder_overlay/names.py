@@ -229,11 +229,16 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
 
 
 def _top_level_names(path: Path) -> set[str] | None:
-    """The names a Python file binds at its top level (None: it star-imports, so any name may exist)."""
+    """The names a Python file binds at its top level (None: it star-imports or binds names dynamically, with
+    ``globals()``, ``exec`` or ``setattr``, so any name may exist)."""
     import ast
 
     names = set()
-    for node in ast.parse(path.read_bytes(), filename=str(path)).body:
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    dynamic = {"globals", "exec", "setattr", "vars"}
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in dynamic for n in ast.walk(tree)):
+        return None
+    for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
