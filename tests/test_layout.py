@@ -47,10 +47,11 @@ def test_config_is_a_leaf_and_start_up_imports_only_it():
     config_ours, config_others = imports(PACKAGE / "config.py")
     assert config_ours == set() and config_others <= {"os", "sys"}
     startup_ours, startup_others = imports(PACKAGE / "_startup.py")
-    assert startup_others <= {"os", "sys"} and startup_ours == {"config", "engine"}
+    assert startup_others <= {"os", "sys"} and startup_ours == {"config", "engine", "_deciding"}
     top_level = {a.names[0].name for a in ast.parse((PACKAGE / "_startup.py").read_text()).body
                  if isinstance(a, ast.ImportFrom)}
-    assert top_level == {"config"}, "the engine is imported only when thunder imports jit_ext"
+    assert top_level == {"config"}, "the engine and the deciding loader are imported only when thunder is"
+    assert imports(PACKAGE / "_deciding.py") == (set(), set()), "imported under the import lock: it imports nothing"
 
 
 def test_the_patches_directory_is_found_one_way():

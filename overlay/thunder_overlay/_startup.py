@@ -13,19 +13,18 @@ from thunder_overlay import config
 engine_failure: str | None = None
 
 
+# The meta-path finder for the modules of thunder that the patch series changes.
+#
+# CPython calls ``find_spec`` with the global import lock held: code run there that imports a module another
+# thread is importing deadlocks (that thread waits for the global lock to find its submodules). So
+# ``find_spec`` never decides. Until the decision is made it answers None at once for every module outside
+# the thunder package, and for a module of thunder it returns the spec the other finders give, with a loader
+# that decides first (``_deciding.DecidingLoader``): in ``exec_module``, which runs under that module's lock
+# only. The decision (the engine's, once per process, for every file the series changes: the manifest says
+# which) is made at the first import of thunder; from then on ``find_spec`` answers None at once for every
+# module but the patched ones, whose specs the decision made. Comments, not docstrings, here: this module is
+# loaded by every Python process of the environment, and docstrings are part of its bytecode.
 class ThunderFinder:
-    """Meta-path finder for the modules of thunder that the patch series changes.
-
-    CPython calls ``find_spec`` with the global import lock held: code run there that imports a module
-    another thread is importing deadlocks (that thread waits for the global lock to find its submodules).
-    So ``find_spec`` never decides and never imports. Until the decision is made it answers ``None`` at once
-    for every module outside the thunder package, and for a module of thunder it returns the spec the other
-    finders give, with a loader that decides first: in ``exec_module``, which runs under that module's lock
-    only. The decision (the engine's, once per process, for every file the series changes: the manifest
-    says which) is made at the first import of thunder; from then on ``find_spec`` answers ``None`` at once
-    for every module but the patched ones, whose specs the decision made.
-    """
-
     def __init__(self):
         self.targets: frozenset | None = None  # known once the engine has decided
 
@@ -42,14 +41,18 @@ class ThunderFinder:
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = deciding_loader_class()(self, spec.loader)
+                    # a leaf that imports nothing: safe under the global import lock (no other thread can
+                    # hold its module lock, since only this finder imports it)
+                    from thunder_overlay._deciding import DecidingLoader
+
+                    spec.loader = DecidingLoader(self, spec.loader)
                 return spec
         return None  # no thunder at all: its import fails as without the overlay
 
+    # The engine's decision, made once; the patched spec of ``fullname`` if the series changes it, else None.
+    # The boundary between `import thunder` and the overlay: whatever goes wrong beyond it (a refusal, or a
+    # fault of the engine itself) lets stock thunder load with one warning, unless strict.
     def decide(self, fullname: str):
-        """The engine's decision, made once; the patched spec of ``fullname`` if the series changes it, else
-        None. The boundary between `import thunder` and the overlay: whatever goes wrong beyond it (a
-        refusal, or a fault of the engine itself) lets stock thunder load with one warning, unless strict."""
         global engine_failure
         try:
             from thunder_overlay import engine
@@ -75,42 +78,6 @@ class ThunderFinder:
         # skips importlib's own frames)
         config.warn(f"thunder-overlay: not patching thunder, stock thunder runs. {reason}", stacklevel=3)
         return None
-
-
-_deciding_loader = None
-
-
-def deciding_loader_class():
-    """The loader that decides, made at the first import of thunder: the many processes that never import
-    thunder do not pay for creating a class at start-up."""
-    global _deciding_loader
-    if _deciding_loader is None:
-
-        class DecidingLoader:
-            """Wraps the loader another finder gave for a module of thunder: decides, then executes the
-            module, patched if the series changes it. From then on the module's ``__loader__`` and spec name
-            the loader that really executed it; anything else a loader is asked is the wrapped loader's answer."""
-
-            def __init__(self, finder: ThunderFinder, loader):
-                self.finder, self.loader = finder, loader
-
-            def create_module(self, spec):
-                create = getattr(self.loader, "create_module", None)
-                return create(spec) if create is not None else None
-
-            def exec_module(self, module) -> None:
-                patched = self.finder.decide(module.__name__)
-                loader = patched.loader if patched is not None else self.loader
-                module.__loader__ = loader
-                if module.__spec__ is not None:
-                    module.__spec__.loader = loader
-                loader.exec_module(module)
-
-            def __getattr__(self, name):
-                return getattr(self.loader, name)
-
-        _deciding_loader = DecidingLoader
-    return _deciding_loader
 
 
 def installed_finder():

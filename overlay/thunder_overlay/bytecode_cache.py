@@ -111,7 +111,7 @@ def off_reason() -> str | None:
 # they are found, how patches apply, how the code is compiled, which switches count): an edited engine in a
 # development install must not reuse code made by the old one. tests/test_bytecode_cache.py checks that every
 # module loaded while patching is listed.
-ENGINE_FILES = ("config.py", "_startup.py", "engine.py", "locate.py", "manifest.py", "patching.py", "patchset.py",
+ENGINE_FILES = ("config.py", "_startup.py", "_deciding.py", "engine.py", "locate.py", "manifest.py", "patching.py", "patchset.py",
                 "bytecode_cache.py")
 
 
