@@ -320,8 +320,9 @@ def write(thunder_path: str, entry: Entry) -> str:
                      *codes, *texts])
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if _unsafe(str(path.parent)):  # made just now by another user, or with a loose umask
-            return f"off ({_unsafe(str(path.parent))})"
+        unsafe = _unsafe(str(path.parent))  # made just now by another user, or with a loose umask
+        if unsafe:
+            return f"off ({unsafe})"
         import tempfile
 
         # a unique name: a file left by a killed writer never blocks a later one (containers reuse pids)
