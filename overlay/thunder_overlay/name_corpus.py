@@ -6,6 +6,8 @@ ThunderFX. Models are built on first access (module ``__getattr__``), so importi
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -266,6 +268,175 @@ def thunderfx_program(x, w):
 thunderfx_program_compiler = "thunderfx"
 
 
+# --- one value, one name across the traces of a jit (I9); a name holds the value its variable had (I10) ---
+
+
+class _Rebinds(nn.Module):
+    # `w` names an intermediate value, then the layer's weight: the weight enters the computation through the
+    # prologue, which must name it as the computation trace does
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        w = x * 2
+        y = w + 1
+        w = self.lin.weight
+        return F.linear(y, w, self.lin.bias)
+
+
+class _RebindsBuffer(nn.Module):
+    # a buffer and a parameter bound to a name an intermediate value held before
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.full((4,), 0.5))
+
+    def forward(self, x):
+        scale = x.abs().amax(-1, keepdim=True)
+        normed = x / scale
+        scale = self.scale
+        weight = normed.mean(0)
+        weight = self.proj.weight
+        return (normed * scale) @ weight.T
+
+
+def rebinds_to_an_input(x, w):
+    # `h` holds x * 2, then the input w
+    h = x * 2
+    out = h + 1
+    h = w
+    return out @ h
+
+
+def _sub(a, b):
+    return a - b
+
+
+@functools.wraps(_sub)
+def wraps_swapped(b, a):
+    # a wrapper taking the wrapped function's parameters in the other order: inspect.signature follows
+    # __wrapped__ and reports (a, b), but the first input is this function's `b`
+    return _sub(a, b)
+
+
+def _affine(w, x, bias):
+    return x @ w + bias
+
+
+@functools.wraps(_affine)
+def wraps_fewer(x, w):
+    # fewer parameters than the wrapped function, in another order
+    return _affine(w, x, 0.5)
+
+
+def _activation(x):
+    return torch.tanh(x)
+
+
+@functools.wraps(_activation)
+def wraps_more(x, bias):
+    # more parameters than the wrapped function
+    shifted = x + bias
+    return _activation(shifted)
+
+
+def _logged(fn):
+    # a decorator as they are usually written: *args and **kwargs passed through
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _checked(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if any(isinstance(a, torch.Tensor) and a.dim() == 0 for a in args):
+            raise ValueError("scalars")
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _reversed_arguments(fn):
+    # a decorator that passes its arguments on in another order: the signature it reports is fn's
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args[::-1])
+
+    return wrapper
+
+
+@_logged
+def decorated(x, w):
+    hidden = torch.relu(x @ w)
+    return hidden.sum(-1)
+
+
+@_logged
+@_checked
+def decorator_stack(x, w, bias):
+    projected = x @ w
+    return torch.sigmoid(projected + bias)
+
+
+@_reversed_arguments
+def decorator_reorders(w, x):
+    projected = x @ w
+    return projected.tanh()
+
+
+def decorated_keywords(x, w):
+    # a decorated function called with keywords, in another order than its parameters
+    return decorated(w=w, x=x)
+
+
+def through_a_list(x):
+    # the program's `t` is the tanh, reached through a list: thunder's own `a` (of size) must not name it
+    l = [torch.tanh(x)]  # noqa: E741 (the program as reported)
+    n = l[0].size(-1)
+    t = l[0]
+    return t * n
+
+
+def through_a_dict(x, y):
+    parts = {"first": x * 2, "second": y.sin()}
+    first, second = parts["first"], parts["second"]
+    second = parts["first"]
+    return first @ second.T
+
+
+def tuple_input(pair, scale):
+    # an input that is a tuple of tensors, unpacked in the program
+    x, w = pair
+    projected = x @ w
+    return projected * scale
+
+
+def dict_input(batch):
+    inputs, target = batch["inputs"], batch["target"]
+    error = inputs - target
+    return (error * error).mean()
+
+
+def list_input_rebinds(xs):
+    first, *rest = xs
+    total = first
+    for item in rest:
+        total = total + item
+    first = rest[0]
+    return total * first
+
+
+def rebinds_to_an_input_with_grad(x, w):
+    h = torch.tanh(x @ w)
+    saved = h * h
+    h = w
+    return (saved @ h).sum()
+
+
 def _reproducer(name):
     # the #283 programs are the reproducers' own, so the corpus checks the very programs `verify` runs
     import importlib
@@ -364,6 +535,50 @@ def seed_946_round_trip_inputs():
     return {"args": (_randn(3, 4), _randn(3, 4, seed=1)), "kwargs": {"device": "cpu"}}
 
 
+def rebinds_weight_inputs():
+    return (_randn(2, 4),)
+
+
+rebinds_weight_with_grad_inputs = rebinds_buffer_inputs = rebinds_weight_inputs
+rebinds_to_an_input_inputs = helper_rebinds_input_inputs
+
+
+def wraps_swapped_inputs():
+    return _randn(3), _randn(3, seed=1)
+
+
+wraps_fewer_inputs = helper_rebinds_input_inputs
+wraps_more_inputs = helper_rebinds_input_inputs
+decorated_inputs = decorator_reorders_inputs = decorated_keywords_inputs = helper_rebinds_input_inputs
+
+
+def decorator_stack_inputs():
+    return _randn(3, 4), _randn(4, 4, seed=1), _randn(4, seed=2)
+
+
+def through_a_list_inputs():
+    return (_randn(2, 3),)
+
+
+through_a_dict_inputs = helper_rebinds_input_inputs
+
+
+def tuple_input_inputs():
+    return (_randn(3, 4), _randn(4, 4, seed=1)), _randn(3, 4, seed=2)
+
+
+def dict_input_inputs():
+    return ({"inputs": _randn(3, 4), "target": _randn(3, 4, seed=1)},)
+
+
+def list_input_rebinds_inputs():
+    return ([_randn(3, 3, seed=k) for k in range(3)],)
+
+
+def rebinds_to_an_input_with_grad_inputs():
+    return _randn(3, 4, requires_grad=True), _randn(4, 4, requires_grad=True, seed=1)
+
+
 def _litgpt_inputs():
     return (torch.randint(0, 320, (1, 16), generator=torch.Generator().manual_seed(0)),)
 
@@ -402,6 +617,9 @@ def _seed_946_round_trip():
 
 
 _BUILT = {
+    "rebinds_weight": lambda: _Rebinds().requires_grad_(False),
+    "rebinds_weight_with_grad": _Rebinds,
+    "rebinds_buffer": _RebindsBuffer,
     "module_list_and_dict": _Stack,
     "nested_modules": _Net,
     "autocast_chain": lambda: _autocast(_reproducer("autocast_chain").f),
@@ -446,6 +664,23 @@ PROGRAMS = (
     "autocast_chain",
     "autocast_seed",
     "thunderfx_program",
+    "rebinds_weight",
+    "rebinds_weight_with_grad",
+    "rebinds_buffer",
+    "rebinds_to_an_input",
+    "rebinds_to_an_input_with_grad",
+    "wraps_swapped",
+    "wraps_fewer",
+    "wraps_more",
+    "decorated",
+    "decorator_stack",
+    "decorator_reorders",
+    "decorated_keywords",
+    "through_a_list",
+    "through_a_dict",
+    "tuple_input",
+    "dict_input",
+    "list_input_rebinds",
     "seed_946_round_trip",
     "llama2_like",
     "gpt_neox_like",
