@@ -21,6 +21,11 @@ import pytest
 
 from gatelib.outcomes import classify_report, collect_reason, shard_of, test_part
 
+# What the plugin records, in the version the outcome store keys each unit by (gatelib/store.py): raise it when
+# a change here could change a recorded outcome or reason (classification, selection, ids), so that no stored
+# outcome of the older plugin is reused
+PLUGIN_VERSION = "1"
+
 _config = None
 
 
