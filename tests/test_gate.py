@@ -20,7 +20,7 @@ TOOLS = Path(__file__).resolve().parents[1] / "tools"
 sys.path.insert(0, str(TOOLS))
 
 import gate  # noqa: E402
-from gatelib import outcomes, plan, report  # noqa: E402
+from gatelib import outcomes, plan, report, status, store  # noqa: E402
 from gatelib.runner import Runner  # noqa: E402
 
 MODULES = {
@@ -200,24 +200,36 @@ def test_shards_cover_every_collected_test_exactly_once(root):
     assert ran["meta"]["process"] in ("gw0", "gw1")  # what a worker, which ran the tests, imported
 
 
-def test_resume_reuses_finished_runs_and_reruns_unfinished_ones(root):
+def test_resume_reuses_stored_units_and_reruns_unfinished_ones(root):
     runner = runner_for(root)
     unit = plan.Unit("test_tiny", kexpr="same or many")
-    first = runner.run(unit, "stock")
+    first = runner.run(unit, "overlay")
     assert first["reused"] is None and len(first["results"]) == 41
+    assert runner_for(root).run(unit, "overlay")["reused"] is None  # the overlay side: reused with --resume only
 
     resumed = runner_for(root, "--resume")
-    again = resumed.run(unit, "stock")
-    assert again["reused"] and again["results"] == first["results"] and again["path"] == first["path"]
-    assert runner_for(root, "--resume", "-n", "2").run(unit, "stock")["reused"]  # fewer or more workers: same tests
+    again = resumed.run(unit, "overlay")
+    assert again["reused"] and outcomes_of(again) == outcomes_of(first) and again["total"] == first["total"]
+    assert runner_for(root, "--resume", "-n", "2").run(unit, "overlay")["reused"]  # fewer or more workers: same tests
 
-    # a run cut off before its end (no 'finished' and no trailer) is run again
-    lines = first["path"].read_text().splitlines()
-    first["path"].write_text("\n".join(line for line in lines if '"finished"' not in line and '"complete"' not in line))
-    assert resumed.run(unit, "stock")["reused"] is None
-    # another selection is another file; without --resume nothing is reused
-    assert resumed.run(plan.Unit("test_tiny", kexpr="same"), "stock")["path"] != first["path"]
-    assert runner_for(root).run(unit, "stock")["reused"] is None
+    # a unit whose pytest did not end by itself is stored as such, and run again
+    file = store.path(root.parent, "overlay")
+    file.write_text(file.read_text().replace("finished = 0", "finished = no"))
+    assert resumed.run(unit, "overlay")["reused"] is None
+    assert store.read(file)["blocks"]["test_tiny"]["finished"] == 0  # and replaced
+
+    # confirming reruns are not stored: --resume takes them from raw/ while a finished one is there
+    ids = ["test_tiny.py::test_same"]
+    rerun = resumed.run(unit, "stock", ids=ids)
+    assert resumed.run(unit, "stock", ids=ids)["path"] == rerun["path"]
+    lines = rerun["path"].read_text().splitlines()
+    rerun["path"].write_text("\n".join(line for line in lines if '"finished"' not in line and '"complete"' not in line))
+    assert resumed.run(unit, "stock", ids=ids)["reused"] is None
+    assert list(store.read(store.path(root.parent, "stock"))["blocks"]) == []
+
+
+def outcomes_of(run):
+    return {tid: (r["outcome"], store.one_line(r["msg"])) for tid, r in run["results"].items()}
 
 
 def test_reuse_requires_the_same_thunder_torch_and_patches(root):
@@ -234,6 +246,196 @@ def test_reuse_requires_the_same_thunder_torch_and_patches(root):
     assert not runner.reusable(run, sel, "overlay")
     runner.probes["overlay"] = dict(seen, torch="2.10.0")
     assert not runner.reusable(run, sel, "overlay")
+
+
+def fake_run(results, collect_errors=None, finished=1, returncode=1):
+    """A run as runner.Runner.run returns it, for the store: {test id: (outcome, msg)}."""
+    return {"total": len(results), "finished": finished, "returncode": returncode,
+            "meta": {"jit_ext": "/x/thunder/core/jit_ext.py via thunder_overlay.engine.PatchedSourceLoader"},
+            "collect_errors": {part: {"reason": why} for part, why in (collect_errors or {}).items()},
+            "results": {tid: {"outcome": o, "msg": msg} for tid, (o, msg) in results.items()}}
+
+
+KEY = {"thunder": "0.2.6", "thunder_tree": "a" * 64, "torch": "2.9.1", "python": "3.11.7", "plugin": "1",
+       "k": "not cuda", "timeout": "900"}
+
+
+def test_store_round_trip_sorted_atomic_and_replaced_on_a_new_key(tmp_path, monkeypatch):
+    file = store.path(tmp_path / "out", "overlay")
+    traceback = "    def test_b():\n        E = 1\n>       assert False, 'no'\nE   AssertionError: at 0x7f00deadbeef " \
+        + "x" * 200 + "\nE   assert False\n\ntest_m.py:3: AssertionError"
+    run = fake_run({"test_m.py::test_c": ("skipped", "Skipped: requires CUDA"), "test_m.py::test_a": ("passed", ""),
+                    "test_m.py::test_b[a b]": ("failed", traceback)}, collect_errors={"TestX": "ImportError: no"})
+    series = {"base": "0.2.6", "files": {"thunder/core/a.py": {"0001-a.patch": "b" * 64}}}
+    name = store.digest(series)
+    shard2 = store.block_of(plan.Unit("test_m", index=2, count=2), dict(KEY, series=name), run)
+    store.put(file, shard2, {name: series})
+    store.put(file, store.block_of(plan.Unit("test_m", index=1, count=2), dict(KEY, series=name), fake_run({})))
+    store.put(file, store.block_of(plan.Unit("test_a"), dict(KEY, series=name), fake_run({}, returncode=5)))
+    back = store.read(file)
+    assert back["blocks"]["test_m #2/2"] == shard2 and back["series"] == {name: series}
+    reason = shard2["results"]["test_b[a b]"][1]  # the exception's line, not pytest's details; no address
+    assert reason == ("AssertionError: at 0x? " + "x" * 200)[:117] + "..." and len(reason) == store.REASON_CHARS
+    assert shard2["results"]["test_c"] == ("skipped", "requires CUDA") and shard2["loader"].endswith("SourceLoader")
+    text = file.read_text()
+    assert [line for line in text.splitlines() if line.startswith("[")] == [
+        f"[series {name}]", "[unit test_a]", "[unit test_m #1/2]", "[unit test_m #2/2]"]
+    assert '  "test_b[a b]" failed AssertionError: at 0x? xxx' in text and "  test_c skipped requires CUDA" in text
+    assert "collect_error = TestX ImportError: no" in text and "seconds" not in text
+    tests = [line for line in text.splitlines() if line.startswith("  ")]
+    assert tests == ["  test_a passed", '  "test_b[a b]" failed ' + reason, "  test_c skipped requires CUDA"]
+    assert store.dumps(back) == text  # written again, the same text
+
+    # another key replaces the unit's block; its old series goes with the last block that named it
+    other = {"base": "0.2.6", "files": {"thunder/core/a.py": {"0001-a.patch": "c" * 64}}}
+    for unit in (plan.Unit("test_a"), plan.Unit("test_m", index=1, count=2), plan.Unit("test_m", index=2, count=2)):
+        store.put(file, store.block_of(unit, dict(KEY, series=store.digest(other)), fake_run({})),
+                  {store.digest(other): other})
+    back = store.read(file)
+    assert list(back["series"]) == [store.digest(other)] and len(back["blocks"]) == 3
+    assert all(b["key"]["series"] == store.digest(other) for b in back["blocks"].values())
+    # another shard count drops the module's blocks of the old one
+    store.put(file, store.block_of(plan.Unit("test_m"), KEY, fake_run({})))
+    assert sorted(store.read(file)["blocks"]) == ["test_a", "test_m"]
+
+    # atomic: a write that fails leaves the file as it was, and no temporary file
+    before = file.read_text()
+    monkeypatch.setattr(store.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        store.put(file, store.block_of(plan.Unit("test_z"), KEY, fake_run({})))
+    assert file.read_text() == before and sorted(p.name for p in file.parent.iterdir()) == [
+        ".outcomes.lock", "overlay.outcomes"]
+
+
+def test_stored_stock_is_reused_until_its_key_changes(root, monkeypatch):
+    unit = plan.Unit("test_tiny", kexpr="same")
+    assert runner_for(root).run(unit, "stock")["reused"] is None
+    assert runner_for(root).run(unit, "stock")["reused"]  # the default, without --resume
+    assert runner_for(root, "--rerun-stock").run(unit, "stock")["reused"] is None
+    assert runner_for(root, "--timeout", "3").run(unit, "stock")["reused"] is None  # another selection
+
+    (root / "test_tiny.py").write_text((root / "test_tiny.py").read_text() + "\n# another test file\n")
+    assert runner_for(root).run(unit, "stock")["reused"] is None
+    assert runner_for(root).run(unit, "stock")["reused"]
+
+    monkeypatch.setattr("gatelib.runner.PLUGIN_VERSION", "999")  # a plugin that records otherwise
+    assert runner_for(root).run(unit, "stock")["reused"] is None
+    (block,) = store.read(store.path(root.parent, "stock"))["blocks"].values()  # the old block was replaced
+    assert block["key"]["plugin"] == "999" and block["key"]["test_file"] == plan.file_sha256(root / "test_tiny.py")
+
+    for field, value in (("torch", "2.10.0"), ("python", "3.12.1"), ("thunder_tree", "f" * 64)):
+        runner = runner_for(root)
+        runner.probes["stock"] = {field: value}
+        assert runner.run(unit, "stock")["reused"] is None, field
+
+
+def test_a_new_series_reruns_the_overlay_side_only(root):
+    def probes(patch_sha, sources):
+        side = {"thunder": "0.2.6", "thunder_tree": "a" * 64, "torch": "2.9.1", "python": "3.11.7"}
+        series = {"base": "0.2.6", "files": {"thunder/core/jit_ext.py": {"0001-a.patch": patch_sha}}}
+        overlay = {"state": "patched", "version": "0.2.0", "patches": ["0001-a.patch"], "series": series,
+                   "patched_sources_sha256": sources}
+        return {"stock": side, "overlay": dict(side, overlay=overlay)}
+
+    unit = plan.Unit("test_tiny", kexpr="same or regress")
+    for expected in ({"stock": None, "overlay": None}, {"stock": True, "overlay": True}):
+        runner = runner_for(root, "--resume")
+        runner.probes = probes("b" * 64, "1111")
+        assert {side: r["reused"] and True for side, r in both_sides(runner, unit).items()} == expected
+
+    runner = runner_for(root, "--resume")
+    runner.probes = probes("c" * 64, "2222")  # another series: other patch files, other patched sources
+    runs = both_sides(runner, unit)
+    assert runs["stock"]["reused"] and runs["overlay"]["reused"] is None
+    assert outcomes.outcome_of(runs["stock"]["results"], "test_tiny.py::test_regress") == "passed"
+    overlay = store.read(store.path(root.parent, "overlay"))
+    (name,) = overlay["series"]
+    assert overlay["series"][name]["files"]["thunder/core/jit_ext.py"] == {"0001-a.patch": "c" * 64}
+    assert overlay["blocks"]["test_tiny"]["key"]["series"] == name == next(iter(runner.series("overlay")))
+    assert overlay["blocks"]["test_tiny"]["key"]["patched_sources"] == "2222"
+
+
+def test_report_is_rebuilt_from_the_stores_alone(root, capsys):
+    runner = runner_for(root)
+    for module, kexpr in (("test_tiny", "not slow"), ("test_overlay_breaks_import", None), ("test_needs_gpu", None)):
+        both_sides(runner, plan.Unit(module, kexpr))
+    shutil.rmtree(root.parent / "raw")
+    summary = status.rebuild(root.parent, allow={})
+    assert summary["complete"] and not summary["incomplete"]
+    assert [(e["id"], e["msg"]) for e in summary["regressions"]] == [
+        ("test_overlay_breaks_import.py::<collection>",
+         "ModuleNotFoundError: No module named 'a_module_that_does_not_exist'"),
+        ("test_tiny.py::test_flaky_with_overlay", "AssertionError: fails the first time only"),
+        ("test_tiny.py::test_regress", "AssertionError: the overlay breaks this")]
+    assert summary["modules"]["test_tiny"]["stock"]["skip_reasons"] == {"never runs": 1}
+    assert summary["totals"]["tests"] == {"stock": 47 + 1, "overlay": 46 + 1}
+    assert gate.main(["--report", str(root.parent)]) == 0
+    shown = capsys.readouterr().out
+    assert "rebuilt from stock.outcomes and overlay.outcomes" in shown and "| test_tiny | 46 / 46 |" in shown
+
+    # a side that lacks a module: listed, not compared
+    store_file = store.path(root.parent, "overlay")
+    text = store_file.read_text()
+    store_file.write_text(text[:text.index("[unit test_tiny]")])
+    again = status.rebuild(root.parent, allow={})
+    assert again["incomplete"] == {"test_tiny": ["overlay"]} and "test_tiny" not in again["modules"]
+
+
+PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+Subject: [PATCH] a
+
+---
+diff --git a/thunder/core/a.py b/thunder/core/a.py
+--- a/thunder/core/a.py
++++ b/thunder/core/a.py
+@@ -1,1 +1,2 @@
+ x = 1
++y = 2
+"""
+
+
+def test_status_says_which_series_and_which_modules_are_missing(tmp_path, capsys):
+    patches = tmp_path / "patches"
+    (patches / "0.2.6").mkdir(parents=True)
+    (patches / "0.2.6" / "series").write_text("# applied in order\n0001-a.patch\n")
+    (patches / "0.2.6" / "0001-a.patch").write_text(PATCH)
+    fp = plan.series_fingerprint(patches / "0.2.6")
+    assert fp == {"base": "0.2.6", "files": {"thunder/core/a.py": {"0001-a.patch": plan.file_sha256(
+        patches / "0.2.6" / "0001-a.patch")}}}
+    folder = tmp_path / "results" / "gate-0.2.6"
+    write_summary(folder, "0.2.6", {m: (1.0, 1.0, 1) for m in ("test_a", "test_b", "test_c")})
+    stock, overlay = store.path(folder, "stock"), store.path(folder, "overlay")
+    store.put(stock, store.block_of(plan.Unit("test_a"), KEY, fake_run({})))
+    store.put(stock, store.block_of(plan.Unit("test_b", index=1, count=2), KEY, fake_run({})))
+    store.put(overlay, store.block_of(plan.Unit("test_a"), dict(KEY, series=store.digest(fp)), fake_run({})),
+              {store.digest(fp): fp})
+    store.put(overlay, store.block_of(plan.Unit("test_c"), dict(KEY, series=store.digest(fp)),
+                                      fake_run({}, finished=None)), {store.digest(fp): fp})
+
+    text = status.status_text(tmp_path / "results", patches, installed=(None, None))
+    assert "gate-0.2.6: thunder 0.2.6, summary of None (complete, 3 modules)" in text
+    assert "stock.outcomes:    not committed; torch 2.9.1, python 3.11.7, plugin 1" in text
+    assert f"series:  {store.digest(fp)} (2 overlay units): the series patches/0.2.6 holds now" in text
+    assert "stock:    1 of 3 modules stored; missing 2:\n             test_b, test_c\n" in text  # test_b: half
+    assert "overlay:  1 of 3 modules stored; missing 2:\n             test_b, test_c\n" in text  # test_c: cut off
+
+    (patches / "0.2.6" / "0001-a.patch").write_text(PATCH.replace("y = 2", "y = 3"))
+    text = status.status_text(tmp_path / "results", patches, installed=(None, None))
+    assert "NOT the series patches/0.2.6 holds now: 0001-a.patch changed" in text
+    assert "overlay:  0 of 3 modules stored (1 more for another series: rerun); missing 2:" in text
+
+    assert gate.main(["--status"]) == 0  # the repository's own folders
+    assert "gate-0.2.6: thunder 0.2.6" in capsys.readouterr().out
+
+
+def test_thunder_tree_digest_ignores_bytecode_only(tmp_path):
+    (tmp_path / "thunder" / "core" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "thunder" / "core" / "a.py").write_text("x = 1\n")
+    first = plan.tree_sha256(tmp_path / "thunder")
+    (tmp_path / "thunder" / "core" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert plan.tree_sha256(tmp_path / "thunder") == first
+    (tmp_path / "thunder" / "core" / "b.py").write_text("")
+    assert plan.tree_sha256(tmp_path / "thunder") != first
 
 
 def write_summary(folder: Path, thunder: str, seconds: dict, quick: bool = False) -> Path:
@@ -326,12 +528,25 @@ def test_command_end_to_end_with_resume_and_report(root):
     assert known["tests"] == {"test_tiny": 46, "test_never_collects": 0, "test_needs_gpu": 1, "test_only_cuda_names": 0}
     assert known["seconds"][("test_tiny", "overlay")] == tiny["overlay"]["seconds"] > 0
 
+    # the outcome store beside the summary, keyed by what the probes saw (the overlay side also by the series)
+    assert {p.name for p in out.glob("*.outcomes")} == {"stock.outcomes", "overlay.outcomes"}
+    assert len(summary["keys"]["stock"]["thunder_tree"]) == 64 and summary["keys"]["stock"]["python"].count(".") == 2
+    assert summary["series"] is None or summary["series"]["digest"] == summary["keys"]["overlay"]["series"]
+
     (root / "flaky-seen").unlink()  # the overlay side would fail it again if it ran again: it must not run
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 1 and resumed.stdout.count("reused from") == 8, resumed.stdout
     assert "(8 of 8 runs reused)" in resumed.stdout
-    assert json.loads((out / "modules" / "test_tiny.json").read_text())["regressions"] == tiny["regressions"]
+    # the same entries; a reused run's message is the store's one-line reason
+    assert [dict(e, msg=store.one_line(e["msg"])) for e in tiny["regressions"]] == \
+        json.loads((out / "modules" / "test_tiny.json").read_text())["regressions"]
+    # without --resume only the stock side is reused
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and "(4 of 8 runs reused)" in again.stdout, again.stdout
+    assert again.stdout.count("[stock] reused from stock.outcomes") == 4
 
+    shutil.rmtree(out / "raw")  # what git does not keep
+    shutil.rmtree(out / "modules")
     shown = subprocess.run([sys.executable, str(TOOLS / "gate.py"), "--report", str(out)], capture_output=True,
                            text=True, timeout=60)
     assert shown.returncode == 0 and "| test_tiny | 46 / 46 |" in shown.stdout and "REGRESSIONS (1)" in shown.stdout

@@ -9,24 +9,42 @@ unless listed in tools/gate-allowlist.txt. Regressions are rerun once on both si
 do not reproduce are reported as flaky and do not fail the gate (--no-confirm: no rerun). Modules that fail
 to collect on both sides are reported as not collectable, with the reason.
 
+Stock outcomes depend only on thunder's files, torch, Python and the test module, not on the series: each unit
+(module, or shard of one) is stored under a key of exactly those (gatelib/runner.py Runner.key) and reused by
+any later run whose key matches, so a new series reruns only the overlay side. The overlay side's key adds the
+overlay's version, the series' fingerprint (the sha256 of each patch file, per thunder file it changes) and the
+patched sources; its outcomes are reused with --resume.
+
 Usage (run with the Python that has thunder, torch, pytest, pytest-xdist, pytest-timeout and thunder's test
 requirements; `--pythonpath DIR` takes thunder from `pip install --no-deps --target DIR ...`):
     python tools/gate.py --quick                              # the CI slice, a few minutes
-    python tools/gate.py --out tools/results/gate-0.2.6       # every module; 1.5 hours on 2 idle cores (0.2.6)
-    python tools/gate.py --out ... --resume                   # continue a stopped run, reusing finished parts
-    python tools/gate.py --out ... --reuse-stock              # rerun the overlay side only
-    python tools/gate.py --out ... --stock-only               # stock's outcomes now, the overlay side later
+    python tools/gate.py --out tools/results/gate-0.2.6       # every module; 1.5-2 hours per side on 2 cores (0.2.6);
+                                                              # stock outcomes stored with the same key are reused
+    python tools/gate.py --out ... --resume                   # continue a stopped run, on any machine: reuses the
+                                                              # overlay's stored outcomes too where the key matches
+    python tools/gate.py --out ... --rerun-stock              # run the stock side again whatever is stored
+    python tools/gate.py --out ... --stock-only -n 1          # stock's outcomes now, the overlay side later
+    python tools/gate.py --status                             # per folder of tools/results: thunder, dates, whether
+                                                              # its overlay outcomes are of the series patches/ holds
+                                                              # now, the modules each side still lacks (runs nothing)
     python tools/gate.py --collect-only                       # what collects on each side, and shard sizes
     python tools/gate.py --report tools/results/gate-0.2.6   # the markdown table of a run (docs/results.md)
     python tools/gate.py --modules test_autocast -k "not float64" --test-root DIR   # DIR/test_autocast.py
     python tools/gate.py --overlay-pythonpath /tmp/patched --overlay-env THUNDER_OVERLAY=0   # a patched copy
 
-Writes DIR/modules/<module>.json per module as each finishes, DIR/gate-<thunder>[-quick].json overall
-(rewritten after every module), and the raw per-test JSON lines and pytest logs to DIR/raw/. Default DIR:
-tools/results/gate-<thunder>[-quick]; git keeps only the overall summary (modules/ and raw/ are ignored, and
---resume or --report need nothing else). Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error
-(e.g. a pytest run that crashed, thunder imported from the wrong place), 130 stopped by Ctrl-C (--resume
-continues).
+Writes, in DIR (default tools/results/gate-<thunder>[-quick]):
+    stock.outcomes, overlay.outcomes   the outcome store (gatelib/store.py): per unit its key, tests, collection
+                                       errors, pytest's exit and one line per test (outcome, one-line reason);
+                                       sorted text, no times, rewritten as each unit finishes. Kept in git:
+                                       --report and --resume need nothing else
+    gate-<thunder>[-quick].json        the overall summary (rewritten after every module), with the series'
+                                       fingerprint and the keys of both sides. Kept in git
+    modules/<module>.json, raw/        per-module summaries, the raw per-test JSON lines and pytest logs: for
+                                       debugging, ignored by git; nothing reads them but a confirming rerun's
+                                       --resume
+A run writes into a folder with one selection per module: a unit run with another key replaces its block.
+Exit status: 0 passed, 1 regressions, 2 usage or infrastructure error (e.g. a pytest run that crashed, thunder
+imported from the wrong place), 130 stopped by Ctrl-C (--resume continues).
 """
 
 import argparse
@@ -41,7 +59,7 @@ from pathlib import Path
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
 
-from gatelib import outcomes, plan as planning, report  # noqa: E402
+from gatelib import outcomes, plan as planning, report, status, store  # noqa: E402
 from gatelib.runner import SIDES, Runner, infra_problem  # noqa: E402
 
 # --quick: test_autocast fully plus the renaming-heavy part of test_jit_general
@@ -68,13 +86,18 @@ def parse_args(argv=None):
                         f"{' '.join(f'{m}={n}' for m, n in planning.DEFAULT_SHARDS.items())}; MODULE=1: one part)")
     p.add_argument("--out", default=None, help="output folder (default: tools/results/gate-<thunder>[-quick])")
     p.add_argument("--resume", action="store_true",
-                   help="reuse every finished run (module or shard, either side) in OUT/raw with the same selection, "
-                        "thunder, torch and overlay patches; runs that did not finish are rerun")
+                   help="also reuse the overlay side's outcomes in OUT/overlay.outcomes whose key matches (same "
+                        "thunder tree, torch, Python, test file, plugin, selection, overlay version, series and "
+                        "patched sources): continues a stopped run, on any machine; units that did not finish rerun")
     p.add_argument("--reuse-stock", action="store_true",
-                   help="reuse the stock runs in OUT/raw of an earlier run with the same thunder, torch and selection")
+                   help="the default now, kept for old command lines: stock outcomes in OUT/stock.outcomes whose key "
+                        "matches (same thunder tree, torch, Python, test file, plugin and selection) are always "
+                        "reused, whatever the series")
+    p.add_argument("--rerun-stock", action="store_true",
+                   help="run the stock side again even where OUT/stock.outcomes holds outcomes of the same key")
     p.add_argument("--stock-only", action="store_true",
                    help="run the stock side only and compare nothing: stock's outcomes do not depend on the series, "
-                        "so they can be run ahead of it; a later run with --reuse-stock (or --resume) uses them")
+                        "so they can be run ahead of it; a later run reuses them from OUT/stock.outcomes")
     p.add_argument("--collect-only", action="store_true",
                    help="only collect, on both sides: tests per module, collection errors, shard sizes")
     p.add_argument("--test-root", default=None, metavar="DIR",
@@ -100,7 +123,11 @@ def parse_args(argv=None):
                         "and --xdist-min-seconds (always read: OUT and the runs under tools/results of the same thunder)")
     p.add_argument("--markdown", action="store_true", help="print the markdown table of all modules at the end")
     p.add_argument("--report", default=None, metavar="DIR",
-                   help="run nothing: print the markdown table (and listed differences) of the run in DIR")
+                   help="run nothing: print the markdown table (and listed differences) of the run in DIR, rebuilt "
+                        "from DIR/stock.outcomes and DIR/overlay.outcomes (a folder without them: its gate-*.json)")
+    p.add_argument("--status", action="store_true",
+                   help="run nothing: per folder under tools/results, its thunder, dates, whether its overlay outcomes "
+                        "are of the series patches/ holds now, and the modules each side still lacks")
     args = p.parse_args(argv)
     # the pytest runs start in a temporary directory: make the paths absolute
     for name in ("pythonpath", "overlay_pythonpath", "python", "test_root"):
@@ -115,7 +142,20 @@ def parse_args(argv=None):
     return args
 
 
-def print_report(folder):
+def print_report(folder, allow):
+    if status.has_store(folder):
+        summary = status.rebuild(folder, allow)
+        print(f"{folder}: thunder {summary.get('thunder')}, torch {summary.get('torch')}, rebuilt from "
+              f"{' and '.join(summary['rebuilt_from'])}; "
+              + ("every module complete on both sides" if summary["complete"] else
+                 f"INCOMPLETE: {len(summary['incomplete'])} modules lack a side") + "\n")
+        print(report.markdown_table(summary))
+        print(report.entries_text(summary))
+        if summary["incomplete"]:
+            print("\nINCOMPLETE: " + ", ".join(f"{m} ({' and '.join(sides)} missing)"
+                                              for m, sides in summary["incomplete"].items()))
+        print("\n" + report.totals_text(summary))
+        return 0
     summaries = sorted(Path(folder).glob("gate-*.json"), key=lambda f: f.stat().st_mtime)
     if not summaries:
         print(f"no gate-*.json in {folder}", file=sys.stderr)
@@ -214,7 +254,11 @@ def check_sides(args, summary, metas):
     """Infrastructure checks across modules: the overlay side really differs, thunder came from where asked."""
     st, ov = metas.get("stock", {}), metas.get("overlay", {})
     for side, meta in metas.items():
-        print(f"{side}: thunder {meta.get('thunder')} ({meta.get('jit_ext')}), overlay: {meta.get('overlay')}")
+        ov_meta = meta.get("overlay") or {}
+        overlay = (f"{ov_meta.get('state')} {ov_meta.get('version')}, {len(ov_meta.get('patches') or [])} patches, series "
+                   f"{store.digest(ov_meta['series']) if ov_meta.get('series') else None}, patched sources "
+                   f"{ov_meta.get('patched_sources_sha256')}") if ov_meta else None
+        print(f"{side}: thunder {meta.get('thunder')} ({meta.get('jit_ext')}), overlay: {overlay}")
     if st.get("jit_ext") and st.get("jit_ext") == ov.get("jit_ext"):
         print("WARNING: stock and overlay imported jit_ext.py from the same file with the same loader: "
               "is the overlay installed?")
@@ -239,7 +283,7 @@ def stock_only(runner, eta, by_module):
                   + " ".join(f"{o}={n}" for o, n in c.items() if n) + f" (rc={r['returncode']})", flush=True)
             if problem := infra_problem(r):
                 print(f"INFRA ERROR: {unit.label} [stock]: {problem}", flush=True)
-    print(f"stock side saved in {runner.raw_dir}: run the same selection with --reuse-stock to compare")
+    print(f"stock side saved in {runner.store_file('stock')}: a run of the same selection reuses it")
     return 0
 
 
@@ -280,18 +324,22 @@ def collect_only(args, runner, plan, out_dir):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.report:
-        return print_report(args.report)
+    if args.status:
+        print(status.status_text(TOOLS / "results", TOOLS.parent / "patches"), end="")
+        return 0
     try:
         allow = outcomes.load_allowlist(args.allowlist) if Path(args.allowlist).exists() else {}
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
+    if args.report:
+        return print_report(args.report, allow)
     runner = Runner(args)
     version = runner.probes["stock"]["thunder"]
     out_dir = Path(args.out or TOOLS / "results" / f"gate-{version}{'-quick' if args.quick else ''}").resolve()
-    runner.raw_dir = out_dir / "raw"
+    runner.raw_dir, runner.store_dir = out_dir / "raw", out_dir
     runner.raw_dir.mkdir(parents=True, exist_ok=True)
+    runner.earlier = report.history([out_dir], args.quick)["seconds"]  # the time of a unit reused from the store
     plan = select_modules(args, runner, lambda msg: sys.exit(f"gate.py: {msg}"))
     if args.collect_only:
         return collect_only(args, runner, plan, out_dir)
@@ -309,8 +357,11 @@ def main(argv=None):
     if args.stock_only:
         return stock_only(runner, eta, by_module)
     (out_dir / "modules").mkdir(exist_ok=True)
-    head = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "quick": args.quick, "argv": sys.argv[1:],
-            "thunder": version, "torch": runner.probes["stock"]["torch"], "complete": False}
+    now = datetime.datetime.now().isoformat(timespec="seconds")
+    head = {"date": now, "quick": args.quick, "argv": sys.argv[1:], "thunder": version,
+            "torch": runner.probes["stock"]["torch"], "complete": False,
+            "series": next(({"digest": d, **fp, "date": now} for d, fp in runner.series("overlay").items()), None),
+            "keys": {side: runner.side_key(side) for side in SIDES}}
     summary_path = out_dir / f"gate-{version}{'-quick' if args.quick else ''}.json"
     modules, metas = {}, {}
     try:

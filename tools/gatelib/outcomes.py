@@ -11,6 +11,13 @@ BAD = {"failed", "error", "timeout", "crashed", "missing"}
 # when one test reports several phases (setup, call, teardown), the worst of these wins
 _SEVERITY = {"crashed": 3, "timeout": 2, "error": 1}
 TIMEOUT_MARK = "from pytest-timeout"  # pytest-timeout's failure message: "Timeout (>Ns) from pytest-timeout."
+OK_EXIT = (0, 1, 5)  # all passed, some failed, nothing selected
+COLLECTION_EXIT = 2  # interrupted: with collection errors, the expected end of a module that does not collect
+
+
+def ordinary_exit(returncode, collect_errors):
+    """Whether pytest's exit status is one a run's outcomes can be trusted with."""
+    return returncode in OK_EXIT or (returncode == COLLECTION_EXIT and bool(collect_errors))
 
 
 def test_part(nodeid):

@@ -1,8 +1,11 @@
 """Runs one side (stock or overlay) of one unit in a pytest subprocess, or reuses a complete earlier run.
 
-Each run writes DIR/raw/<unit>-<side>[-confirm]-<tag>.jsonl (the plugin's lines between the driver's header
-and trailer) and a .log beside it. The tag is a hash of the selection, so a file can only be reused by a run
-that would have made the same selection (see reusable()).
+A unit's outcomes go to the outcome store (DIR/<side>.outcomes, gatelib/store.py) as soon as it finishes, under
+its key (Runner.key: what decides its outcomes); a later run reuses them while the key matches: the stock side by
+default, the overlay side with --resume. Each run also writes DIR/raw/<unit>-<side>[-confirm]-<tag>.jsonl (the
+plugin's lines between the driver's header and trailer) and a .log beside it, for debugging; the tag is a hash
+of the selection. Only the runs the store does not hold (the confirming reruns, --collect-only) are reused from
+raw/, with --resume (see reusable()).
 """
 
 import datetime
@@ -14,13 +17,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gatelib.outcomes import ids_digest, parts_of, read_run
-from gatelib.plan import module_file, selection_tag
+from gatelib import store
+from gatelib.outcomes import ids_digest, ordinary_exit, parts_of, read_run
+from gatelib.plan import file_sha256, module_file, selection_tag
+from gatelib.plugin import PLUGIN_VERSION
 
 TOOLS = Path(__file__).resolve().parents[1]
 SIDES = ("stock", "overlay")
-OK_EXIT = (0, 1, 5)  # all passed, some failed, nothing selected
-COLLECTION_EXIT = 2  # interrupted: with collection errors, the expected end of a module that does not collect
 
 
 def probe(python, env):
@@ -36,12 +39,16 @@ def probe(python, env):
 
 class Runner:
     """Runs units for one gate invocation. `current` says which run is on (unit, side, path, t0, rerun), for the
-    progress line. raw_dir is set by the caller once it knows the output folder (it names thunder's version)."""
+    progress line. raw_dir (and store_dir, by default the folder above it) are set by the caller once it knows
+    the output folder (it names thunder's version). `earlier`: {(module, side): seconds} of an earlier run,
+    reported as the time of a unit reused from the store."""
 
-    def __init__(self, args, raw_dir=None, probes=None):
+    def __init__(self, args, raw_dir=None, probes=None, store_dir=None):
         self.args = args
         self.raw_dir = Path(raw_dir) if raw_dir else None
+        self.store_dir = Path(store_dir) if store_dir else self.raw_dir.parent if self.raw_dir else None
         self.current = None
+        self.earlier = {}
         if probes is None:  # both sides at once: each is an `import thunder` of several seconds
             with ThreadPoolExecutor(2) as pool:
                 probes = dict(zip(SIDES, pool.map(lambda side: probe(args.python, self.env(side)), SIDES)))
@@ -85,6 +92,66 @@ class Runner:
                 "timeout": a.timeout, "ids": ids_digest(ids) if ids else None, "collect_only": a.collect_only,
                 **({"gloo": True} if self.gloo(unit) else {})}
 
+    def side_key(self, side):
+        """The part of every unit's key that comes from the side's environment (see key()), as strings."""
+        probe = self.probes[side]
+        key = {"thunder": probe.get("thunder"), "thunder_tree": probe.get("thunder_tree"), "torch": probe.get("torch"),
+               "python": probe.get("python"), "plugin": PLUGIN_VERSION}
+        if side == "overlay":
+            overlay = probe.get("overlay") or {}
+            key.update(overlay=overlay.get("version"), overlay_state=overlay.get("state"),
+                       series=next(iter(self.series(side)), None),
+                       patched_sources=overlay.get("patched_sources_sha256"),
+                       overlay_env=" ".join(sorted(self.args.overlay_env)) or None)
+        return {name: "-" if v is None else str(v) for name, v in key.items()}
+
+    def key(self, unit, side, ids=None):
+        """What decides a unit's outcomes on a side, as strings ('-': unknown), whatever machine or folder it runs
+        in: thunder's version and the sha256 of its package tree, torch, Python, the plugin's version, the test
+        file's sha256 (and the --test-root's conftest.py), and the selection (-k, shard, per-test timeout, gloo,
+        the ids of a confirming rerun). The overlay side's adds the overlay's version and state, the series'
+        fingerprint (its digest: the section of that name in overlay.outcomes lists it), the digest of the
+        patched sources as they run, and --overlay-env. Where thunder comes from (--pythonpath) is not in it: the
+        tree's sha256 is."""
+        a = self.args
+        root = a.test_root or self.probes[side].get("tests_dir")
+        key = {"test_file": file_sha256(module_file(root, unit.module)) if root else None,
+               "module": unit.module, "k": self.kexpr(unit), "shard": f"{unit.index}/{unit.count}",
+               "timeout": a.timeout, "gloo": "yes" if self.gloo(unit) else "no"}
+        if a.test_root:
+            key["conftest"] = file_sha256(Path(a.test_root) / "conftest.py") or "thunder.tests.conftest"
+        if ids:
+            key["ids"] = ids_digest(ids)
+        return {**self.side_key(side), **{name: "-" if v is None else str(v) for name, v in key.items()}}
+
+    def series(self, side):
+        """{digest: fingerprint} of the series this side runs with ({}: none, e.g. on the stock side)."""
+        fingerprint = (self.probes[side].get("overlay") or {}).get("series") if side == "overlay" else None
+        return {store.digest(fingerprint): fingerprint} if fingerprint else {}
+
+    def store_file(self, side):
+        return store.path(self.store_dir, side)
+
+    def reuses_store(self, side):
+        """Stock results are reused by default (they do not depend on the series), the overlay's with --resume."""
+        return not self.args.rerun_stock if side == "stock" else self.args.resume
+
+    def from_store(self, unit, side, key):
+        """The unit's stored run when its key is `key` and its pytest ended normally, else None."""
+        block = store.read(self.store_file(side))["blocks"].get(unit.label)
+        if block is None or block["digest"] != store.digest(key) or not store.usable(block):
+            return None
+        run = store.run_of(block, self.store_file(side))
+        probe = self.probes[side]
+        # the key matched what this side imports now: the same thunder tree, torch and overlay
+        jit_ext = (f"{Path(probe['thunder_file']).parent / 'core' / 'jit_ext.py'} via {block['loader']}"
+                   if probe.get("thunder_file") and block["loader"] else None)
+        run["meta"] = {"meta": True, "thunder": probe.get("thunder"), "thunder_file": probe.get("thunder_file"),
+                       "torch": probe.get("torch"), "python": probe.get("python"), "jit_ext": jit_ext,
+                       "overlay": probe.get("overlay"), "from_store": True}
+        run["seconds"] = self.earlier.get((unit.module, side), 0) / unit.count
+        return run
+
     def gloo(self, unit):
         return getattr(self.args, "gloo", False) and unit.module.startswith("distributed.")
 
@@ -98,8 +165,7 @@ class Runner:
         trailer, meta, now = run["trailer"], run["meta"], self.probes[side]
         if run["header"].get("sel") != sel or not trailer or run["finished"] is None:
             return False
-        rc = trailer["returncode"]
-        if rc not in OK_EXIT and not (rc == COLLECTION_EXIT and run["collect_errors"]):
+        if not ordinary_exit(trailer["returncode"], run["collect_errors"]):
             return False
         if meta.get("thunder") is None:  # the run never imported thunder: its outcomes do not depend on it
             return True
@@ -131,15 +197,20 @@ class Runner:
 
     def run(self, unit, side, ids=None):
         """Runs (or reuses) `unit` on `side`; with `ids` only those tests, without xdist (the confirming rerun).
-        Returns read_run()'s dict plus seconds, returncode, reused and the jsonl path."""
+        Returns read_run()'s dict plus seconds, returncode, reused, the jsonl path and the log (None for a run
+        from the store). A unit's run (not a confirming rerun, not --collect-only) goes to the store as it ends."""
+        stored = not ids and not self.args.collect_only
+        if stored:
+            key = self.key(unit, side)
+            if self.reuses_store(side) and (run := self.from_store(unit, side, key)):
+                return run
         sel = self.selection(unit, side, ids)
         out = self.raw_dir / f"{unit.file_stem}-{side}{'-confirm' if ids else ''}-{selection_tag(sel)}.jsonl"
-        may_reuse = self.args.resume or (self.args.reuse_stock and side == "stock" and not ids)
-        if may_reuse and out.exists():
+        if self.args.resume and not stored and out.exists():
             run = read_run(unit.module, out)
             if self.reusable(run, sel, side):
                 return dict(run, seconds=run["trailer"].get("seconds", 0), returncode=run["trailer"]["returncode"],
-                            reused=run["header"].get("date"), path=out)
+                            reused=run["header"].get("date"), path=out, log=out.with_suffix(".log"))
         ids_file, cmd = None, self.command(unit, side, ids)
         if ids:
             ids_file = out.with_suffix(".ids")
@@ -157,15 +228,20 @@ class Runner:
         secs = round(time.time() - t0, 1)
         with open(out, "a") as f:  # the trailer: this run ended (pytest's own end is the plugin's 'finished')
             f.write(json.dumps({"complete": True, "returncode": rc, "seconds": secs}) + "\n")
-        return dict(read_run(unit.module, out), seconds=secs, returncode=rc, reused=None, path=out)
+        result = dict(read_run(unit.module, out), seconds=secs, returncode=rc, reused=None, path=out,
+                      log=out.with_suffix(".log"))
+        if stored:
+            store.put(self.store_file(side), store.block_of(unit, key, result), self.series(side))
+        return result
 
 
 def infra_problem(run):
     """Why a run's results cannot be trusted, or None: pytest crashed, was killed or failed as a program."""
     rc = run["returncode"]
+    see = f", see {run['log']}" if run.get("log") else f" (from {run['path']})"
     if run["finished"] is None:
-        return f"pytest did not finish (exit {rc}), see {run['path'].with_suffix('.log')}"
-    if rc not in OK_EXIT and not (rc == COLLECTION_EXIT and run["collect_errors"]):
-        return f"pytest exit {rc}, see {run['path'].with_suffix('.log')}"
+        return f"pytest did not finish (exit {rc}){see}"
+    if not ordinary_exit(rc, run["collect_errors"]):
+        return f"pytest exit {rc}{see}"
     return None
 
