@@ -143,28 +143,32 @@ def parse_args(argv=None):
 
 
 def print_report(folder, allow):
-    if status.has_store(folder):
-        summary = status.rebuild(folder, allow)
+    """The run in `folder`, rebuilt from its outcome store; a folder whose store has no module on both sides
+    yet (or none at all: runs before the store) is shown from its summary JSON."""
+    summary = status.rebuild(folder, allow) if status.has_store(folder) else None
+    if summary and summary["modules"]:
         print(f"{folder}: thunder {summary.get('thunder')}, torch {summary.get('torch')}, rebuilt from "
               f"{' and '.join(summary['rebuilt_from'])}; "
               + ("every module complete on both sides" if summary["complete"] else
                  f"INCOMPLETE: {len(summary['incomplete'])} modules lack a side") + "\n")
-        print(report.markdown_table(summary))
-        print(report.entries_text(summary))
-        if summary["incomplete"]:
-            print("\nINCOMPLETE: " + ", ".join(f"{m} ({' and '.join(sides)} missing)"
-                                              for m, sides in summary["incomplete"].items()))
-        print("\n" + report.totals_text(summary))
-        return 0
-    summaries = sorted(Path(folder).glob("gate-*.json"), key=lambda f: f.stat().st_mtime)
-    if not summaries:
-        print(f"no gate-*.json in {folder}", file=sys.stderr)
-        return 2
-    summary = json.loads(summaries[-1].read_text())
-    print(f"{summaries[-1]}: thunder {summary.get('thunder')}, torch {summary.get('torch')}, {summary.get('date')}, "
-          f"{'complete' if summary.get('complete') else 'INCOMPLETE'}\n")
+    else:
+        summaries = sorted(Path(folder).glob("gate-*.json"), key=lambda f: f.stat().st_mtime)
+        if not summaries:
+            print(f"no module on both sides in the outcome store and no gate-*.json in {folder}", file=sys.stderr)
+            return 2
+        incomplete = summary and summary["incomplete"]
+        summary = json.loads(summaries[-1].read_text())
+        print(f"{summaries[-1]}: thunder {summary.get('thunder')}, torch {summary.get('torch')}, {summary.get('date')}, "
+              f"{'complete' if summary.get('complete') else 'INCOMPLETE'}"
+              + (" (the outcome store has no module on both sides yet)" if incomplete else "") + "\n")
+        summary["incomplete"] = incomplete or {}
     print(report.markdown_table(summary))
     print(report.entries_text(summary))
+    lacking = {}
+    for module, sides in summary["incomplete"].items():
+        lacking.setdefault(" and ".join(sides), []).append(module)
+    for sides, modules in lacking.items():
+        print(f"\nSTORE LACKS {sides.upper()} ({len(modules)}): {', '.join(modules)}")
     if "totals" in summary:  # summaries before 2026-12-02 have none
         print("\n" + report.totals_text(summary))
     return 0
