@@ -1,5 +1,6 @@
 """check_traces holds on every trace thunder gives for real models (stock and overlay alike: it checks
-traces, not the patch) and says what it checked; a corrupted trace still fails.
+traces, not the patch) and says what it checked, the names across the traces of a call included (I9, and I10
+where the jit traced while ``checks.recording_bindings()`` recorded); a corrupted trace still fails.
 
 The models are built from configs with random weights, 2 layers: HF Llama, Mistral and Gemma (their
 rotary embeddings run under ``torch.autocast(..., enabled=False)``, which puts autocast_enter/exit in
@@ -16,7 +17,7 @@ import thunder
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.trace import from_trace, tracectx
 
-from thunder_overlay import TraceCheckError, check_trace, check_traces
+from thunder_overlay import TraceCheckError, check_trace, check_traces, checks
 
 from conftest import REPO
 
@@ -57,8 +58,11 @@ def symbol_names(jfn) -> set[str]:
 
 
 def checked(jfn, *args, **kwargs):
-    out = jfn(*args, **kwargs)
-    report = check_traces(jfn)
+    # traced while the bindings are recorded: check_traces also checks I9 and I10 (the names across the traces)
+    with checks.recording_bindings():
+        out = jfn(*args, **kwargs)
+        report = check_traces(jfn)
+    assert report.across == ["I9", "I10"]
     assert report.traces == len(thunder.last_prologue_traces(jfn)) + len(thunder.last_traces(jfn)) + len(
         thunder.last_backward_traces(jfn) or []
     )

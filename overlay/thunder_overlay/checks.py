@@ -17,6 +17,8 @@ not re-run; the report counts both kinds.
 from __future__ import annotations
 
 import copy
+import os
+import sys
 from collections import Counter
 from contextlib import contextmanager
 
@@ -45,18 +47,23 @@ class CheckReport:
         # What the check had to take into account, in words: an earlier trace that thunder itself left
         # inconsistent, and how it was checked instead
         self.notes: list[str] = []
+        # The invariants checked across the traces of a call: I9, and I10 where the jit traced while
+        # recording_bindings() was open
+        self.across: list[str] = []
 
     def add(self, other: CheckReport) -> None:
         self.traces += other.traces
         self.rerun += other.rerun
         self.not_recomputed.update(other.not_recomputed)
         self.notes += other.notes
+        self.across += [i for i in other.across if i not in self.across]
 
     def __str__(self) -> str:
         kinds = ", ".join(sorted(self.not_recomputed))
         return (
             f"{self.traces} trace(s): {self.rerun} symbols re-run, their outputs' dtype, shape and device as "
             f"recorded; {sum(self.not_recomputed.values())} compute no metadata ({kinds or 'none'})"
+            + (f"; names across the traces: {', '.join(self.across)}" if self.across else "")
         )
 
     def __repr__(self) -> str:
@@ -174,7 +181,10 @@ def check_trace(trace, compile_data=None) -> CheckReport:
 
 
 def check_traces(jfn) -> CheckReport:
-    """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward).
+    """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward), and the
+    names across them: I9 (``shared_name_violations``), and I10 where ``jfn`` traced inside
+    ``recording_bindings()`` and the check runs inside it too (what the program bound is known only while it
+    traces).
 
     Under thunder.distributed.fsdp, thunder's FSDP pass writes the sharded shape into the parameter proxies
     of the computation trace it transforms, in place; the computation traces kept from before the pass
@@ -205,7 +215,351 @@ def check_traces(jfn) -> CheckReport:
             report.add(check_trace(checked, compile_data))
         except TraceCheckError as e:
             raise TraceCheckError(f"trace {i} of {len(traces)}: {e}\n{trace}") from None
+    shared, bound = name_violations(jfn)
+    report.across = ["I9"] + (["I10"] if bound is not None else [])
+    broken = [what for what, found in ((_I9, shared), (_I10, bound)) if found]
+    if broken:
+        raise TraceCheckError(f"the names of the traces of the last call break {' and '.join(broken)}:\n  "
+                              + "\n  ".join([*shared, *(bound or ())]))
     return report
+
+
+_I9 = "I9 (a value one trace passes to another has one name in both)"
+_I10 = "I10 (a proxy named after a variable of the program holds the value the program bound to it)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# I9: a value that several traces of one jit share has one name in all of them.
+#
+# thunder connects the traces of a jit by position: the prologue returns ``((computation inputs),
+# (epilogue inputs))``, the computation trace takes the first as its arguments, the epilogue takes the second
+# followed by the computation's outputs, and with gradients the forward (the last computation trace) returns
+# ``(data, ((saved tensors), (saved others)))``, which the backward trace takes as its first argument and
+# unpacks (``C0, C1, = saved_for_backward``, then ``t_lin_weight, t40, = C0``).
+
+
+def last_call_traces(jfn) -> dict[str, list]:
+    """The traces thunder kept for the last call of ``jfn``, by kind: prologue, computation, epilogue, backward."""
+    stats = thunder.compile_stats(jfn)
+    return {
+        "prologue": list(thunder.last_prologue_traces(jfn)),
+        "computation": list(thunder.last_traces(jfn)),
+        "epilogue": [t for t in getattr(stats, "last_epilogue_traces", None) or () if t is not None],
+        "backward": list(thunder.last_backward_traces(jfn) or ()),
+    }
+
+
+def _returned(trace):
+    """What ``trace`` returns: the arguments of its last return symbol (None: it has none)."""
+    from thunder.core.prims import PrimIDs
+
+    for bsym in reversed(trace.bound_symbols):
+        if bsym.sym.id == PrimIDs.RETURN:
+            return bsym.args[0] if len(bsym.args) == 1 else bsym.args
+    return None
+
+
+def _prologue_outputs(trace) -> tuple[tuple, tuple] | None:
+    """(the values a prologue passes to the computation, those it passes to the epilogue)."""
+    returned = _returned(trace)
+    sequences = (tuple, list)
+    if isinstance(returned, sequences) and len(returned) == 2 and all(isinstance(r, sequences) for r in returned):
+        return tuple(returned[0]), tuple(returned[1])
+    return None
+
+
+def _saved_for_backward(forward) -> tuple | None:
+    """The values the forward trace saves for the backward, in the order the backward unpacks them."""
+    returned = _returned(forward)
+    if not (isinstance(returned, (tuple, list)) and len(returned) == 2 and isinstance(returned[1], (tuple, list))):
+        return None
+    saved = returned[1]
+    if len(saved) != 2 or not all(isinstance(s, (tuple, list)) for s in saved):
+        return None
+    return (*saved[0], *saved[1])
+
+
+def _backward_inputs(backward) -> tuple | None:
+    """The backward trace's saved values as it unpacks them: its first parameter (``saved_for_backward``) unpacked
+    into two collections, each of those into values (the tensors, then the others), positionally."""
+    from thunder.core.prims import PrimIDs
+
+    parameters = [b.output for b in backward.bound_symbols if b.sym.id == PrimIDs.UNPACK_TRIVIAL]
+    if not parameters:
+        return None
+    unpacked = {}  # id(collection) -> its unpacked items
+    for bsym in backward.bound_symbols:
+        if bsym.sym.id == PrimIDs.UNPACK_SEQUENCE and bsym.args:
+            unpacked.setdefault(id(bsym.args[0]), list(bsym.output) if isinstance(bsym.output, (tuple, list)) else [])
+    collections = unpacked.get(id(parameters[0]))
+    if collections is None or len(collections) != 2:
+        return None
+    # a collection the backward never unpacks is empty or unused: it names nothing
+    tensors, others = (unpacked.get(id(c), []) for c in collections)
+    return (*tensors, *others)
+
+
+def _pairs(first, second):
+    """Positional pairs of proxies of two sequences that thunder passes one to the other (None: the sequences
+    have different lengths, so they are not one calling convention)."""
+    if first is None or second is None or len(first) != len(second):
+        return None
+    return [(k, a, b) for k, (a, b) in enumerate(zip(first, second)) if isinstance(a, Proxy) and isinstance(b, Proxy)]
+
+
+def shared_name_violations(traces: dict[str, list]) -> list[str]:
+    """I9: where the traces of one call (``last_call_traces``) pass a value one to another, the value has one
+    name in both. Pairs, positionally: the prologue's outputs and the computation's arguments (the first traces,
+    as thunder.jit names them, and the last, as they run); the prologue's epilogue outputs followed by the first
+    computation trace's outputs and each epilogue trace's arguments; the last computation (forward) trace's
+    saved values and the last backward trace's unpacked saved values. The computation's later traces are rebuilt
+    by thunder's transforms, which give their intermediate values new generated names (stock and overlay alike),
+    so their outputs are not paired with the epilogue."""
+    prologues, computations = traces.get("prologue") or [], traces.get("computation") or []
+    epilogues, backwards = traces.get("epilogue") or [], traces.get("backward") or []
+    passes = []  # (what is passed, between which traces, positional pairs or None)
+    if prologues and computations:
+        for stage, pro, comp in (("first", prologues[0], computations[0]), ("last", prologues[-1], computations[-1])):
+            outputs = _prologue_outputs(pro)
+            passes.append(("prologue output -> computation argument", f"{stage} traces",
+                           _pairs(outputs and outputs[0], tuple(comp.args))))
+        outputs = _prologue_outputs(prologues[0])
+        returned = _returned(computations[0])
+        passed = (*outputs[1], *returned) if outputs is not None and isinstance(returned, (tuple, list)) else None
+        for k, epi in enumerate(epilogues):
+            passes.append(("prologue/computation output -> epilogue argument", f"epilogue trace {k}",
+                           _pairs(passed, tuple(epi.args))))
+    if computations and backwards:
+        passes.append(("forward saved value -> backward saved input", "last traces",
+                       _pairs(_saved_for_backward(computations[-1]), _backward_inputs(backwards[-1]))))
+    found, seen = [], set()
+    for what, where, pairs in passes:
+        for position, a, b in pairs or ():
+            # one finding per value where the first and the last traces show it alike
+            if a.name != b.name and (what, position, a.name, b.name) not in seen:
+                seen.add((what, position, a.name, b.name))
+                found.append(f"I9: {what} ({where}), position {position}: {a.name!r} != {b.name!r}")
+    return found
+
+
+def _named(violation: str) -> frozenset[str]:
+    """The names a violation's message quotes."""
+    return frozenset(violation.split("'")[1::2])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# I10: a proxy named after a program variable holds the value that variable had where the program bound it.
+#
+# The ground truth comes from outside the naming: while a jit traces, the recorder sees every binding the
+# interpreter reports (``jit_ext._maybe_update_proxy_name``, called whenever a frame stores, loads or receives
+# a value under a name; stock and the series both call it) and every rename of a trace
+# (``jit_ext._apply_trace_proxy_rename``: the trace before and after), and checks the renamed traces against
+# what the program bound. It records; thunder runs unchanged.
+
+
+class _Rename:
+    """One call of ``_apply_trace_proxy_rename``: the trace before and after, and each proxy of the renamed trace
+    paired with the proxy it renames (the object the program bound), structurally: arguments, then each symbol's
+    outputs and arguments, subsymbols after their symbol."""
+
+    def __init__(self, before, after, bindings_so_far: int):
+        self.before, self.after = before, after  # kept, so that the ids of their proxies stay valid
+        self.bindings_so_far = bindings_so_far
+        self.original: dict[int, tuple[Proxy, Proxy]] = {}  # id(renamed proxy) -> (it, the proxy it renames)
+
+        def pair(first, second):
+            for a, b in zip(first, second):
+                if isinstance(a, Proxy) and isinstance(b, Proxy):
+                    self.original.setdefault(id(b), (b, a))
+
+        pair(tree_flatten((before.args, before.kwargs))[0], tree_flatten((after.args, after.kwargs))[0])
+
+        def walk(first, second):
+            for a, b in zip(first, second):
+                pair(a.flat_proxy_outs, b.flat_proxy_outs)
+                pair(a.flat_proxy_args, b.flat_proxy_args)
+                walk(a.subsymbols, b.subsymbols)
+
+        walk(before.bound_symbols, after.bound_symbols)
+
+
+class BindingRecorder:
+    """What the program bound while thunder.jit traced (``bindings``: proxy, name, whether a frame of the program
+    bound it) and the renames of the traces (``renames``), in order. Made by ``recording_bindings()``."""
+
+    def __init__(self):
+        import thunder.core.interpreter as interpreter
+        import thunder.core.jit_ext as jit_ext
+
+        self._jit_ext, self._interpreter = jit_ext, interpreter
+        self.bindings: list[tuple[Proxy, str, bool]] = []
+        self.renames: list[_Rename] = []
+        self.active = False
+        thunder_dir = os.path.dirname(thunder.__file__) + os.sep
+        self._thunder_dir = thunder_dir
+        self._program_dirs = (thunder_dir + "tests" + os.sep, thunder_dir + "benchmarks" + os.sep)
+        self._originals = {"_maybe_update_proxy_name": jit_ext._maybe_update_proxy_name,
+                           "_apply_trace_proxy_rename": jit_ext._apply_trace_proxy_rename}
+        self._wrappers = {"_maybe_update_proxy_name": self._binding, "_apply_trace_proxy_rename": self._rename}
+
+    def install(self) -> None:
+        for name, wrapper in self._wrappers.items():
+            setattr(self._jit_ext, name, wrapper)
+        self.active = True
+
+    def uninstall(self) -> None:
+        self.active = False
+        for name, wrapper in self._wrappers.items():
+            if getattr(self._jit_ext, name) is wrapper:  # a recorder installed after this one keeps its own
+                setattr(self._jit_ext, name, self._originals[name])
+
+    def is_program(self, filename: str) -> bool:
+        """Whether code of this file is the program's: anything but thunder's own package (its tests and
+        benchmarks are programs)."""
+        return not filename.startswith(self._thunder_dir) or filename.startswith(self._program_dirs)
+
+    def _binding_code(self, args, kwargs):
+        """The code of the frame that binds: the series passes it; stock's local callback (the parameters of a
+        frame being set up, before it is on the interpreter's stack) has it in the interpreter's frame set-up;
+        every other binding is by the frame on top of the interpreter's stack."""
+        import types
+
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, types.CodeType):
+                return value
+        frame, setup = sys._getframe(2), None
+        for _ in range(4):
+            if frame is None:
+                break
+            if frame.f_code.co_name == "local_callback":
+                setup = frame.f_back
+                break
+            frame = frame.f_back
+        if setup is not None and setup.f_code.co_name == "_setup_frame_and_run_python_function":
+            return setup.f_locals.get("code")
+        top = self._interpreter.get_interpreterruntimectx().peek_frame_stack()
+        return top.code if top is not None else None
+
+    def _binding(self, orig_value, name, *args, **kwargs):
+        if self.active:
+            value = self._interpreter.unwrap(orig_value)
+            if isinstance(value, Proxy):
+                code = self._binding_code(args, kwargs)
+                self.bindings.append((value, name, code is not None and self.is_program(code.co_filename)))
+        return self._originals["_maybe_update_proxy_name"](orig_value, name, *args, **kwargs)
+
+    def _rename(self, trace, *args, **kwargs):
+        renamed = self._originals["_apply_trace_proxy_rename"](trace, *args, **kwargs)
+        if self.active:
+            self.renames.append(_Rename(trace, renamed, len(self.bindings)))
+        return renamed
+
+    def jit_of(self, traces: dict[str, list]) -> RecordedJit | None:
+        """What this recorder saw of the jit that made ``traces`` (``last_call_traces``: its first prologue,
+        computation and epilogue traces are what the renames returned); None when it did not see that jit."""
+        kinds = {id(t[0]): kind for kind, t in traces.items() if t and kind != "backward"}
+        found = [k for k, r in enumerate(self.renames) if id(r.after) in kinds]
+        if not found:
+            return None
+        # One jit renames its traces one after the other, binding nothing between; its bindings are those made
+        # after the renames of the jit before it
+        first = found[0]
+        while first > 0 and self.renames[first - 1].bindings_so_far == self.renames[first].bindings_so_far:
+            first -= 1
+        start = self.renames[first - 1].bindings_so_far if first else 0
+        renames = {kinds[id(self.renames[k].after)]: self.renames[k] for k in found}
+        return RecordedJit(renames, self.bindings[start:self.renames[first].bindings_so_far])
+
+
+class RecordedJit:
+    """One jit as the recorder saw it: the renames of its traces by kind (prologue, computation, epilogue) and
+    the bindings made while it traced (proxy, name, whether a frame of the program bound it)."""
+
+    def __init__(self, renames: dict[str, _Rename], bindings: list[tuple[Proxy, str, bool]]):
+        self.renames, self.bindings = renames, bindings
+
+
+_RECORDERS: list[BindingRecorder] = []
+
+
+@contextmanager
+def recording_bindings():
+    """Record what programs bind and how thunder.jit renames their traces while the block runs, so that
+    ``check_traces`` also checks I10 for the jits traced inside it. Yields the BindingRecorder."""
+    recorder = BindingRecorder()
+    recorder.install()
+    _RECORDERS.append(recorder)
+    try:
+        yield recorder
+    finally:
+        recorder.uninstall()
+        _RECORDERS.remove(recorder)
+
+
+def binding_violations(recorded: RecordedJit) -> list[str]:
+    """I10: a proxy of a renamed trace whose name the program bound (to any proxy) is a proxy the program bound
+    to that very name (its object before the rename). Of the prologue, the values it passes on (the program's
+    inputs) are checked; its own plumbing (its ``args`` and ``kwargs``, ``cache_info``, the modules and the
+    values its checks read) holds no value of the program, whatever thunder names it."""
+    bound = {(id(p), name) for p, name, by_program in recorded.bindings if by_program}
+    program_names = {name for _, name in bound}
+    names_of: dict[int, list[str]] = {}
+    for p, name, by_program in recorded.bindings:
+        if by_program and name not in names_of.setdefault(id(p), []):
+            names_of[id(p)].append(name)
+    wrong: dict[tuple[int, str], list[str]] = {}  # (id(proxy before the rename), name) -> the trace kinds
+    for kind, rename in recorded.renames.items():
+        passed = None
+        if kind == "prologue":
+            outputs = _prologue_outputs(rename.after)
+            passed = {id(p) for p in tree_flatten(outputs)[0]} if outputs is not None else None
+        for proxy, original in rename.original.values():
+            if passed is not None and id(proxy) not in passed:
+                continue
+            if proxy.name in program_names and (id(original), proxy.name) not in bound:
+                kinds = wrong.setdefault((id(original), proxy.name), [])
+                if kind not in kinds:
+                    kinds.append(kind)
+    found = []
+    for (key, name), kinds in wrong.items():
+        was = names_of.get(key)
+        where = f"the {' and '.join(kinds)} trace{'s' if len(kinds) > 1 else ''}"
+        found.append(f"I10: {name!r} in {where} names a value the program "
+                     + (f"bound to {', '.join(map(repr, was))} only" if was else "never bound to a name"))
+    return found
+
+
+def renamed_apart(recorded: RecordedJit) -> list[str]:
+    """I9 by identity: a proxy that several traces of the jit hold before their renames takes one name in all."""
+    names: dict[int, dict[str, str]] = {}  # id(proxy before the renames) -> trace kind -> its name there
+    for kind, rename in recorded.renames.items():
+        for proxy, original in rename.original.values():
+            names.setdefault(id(original), {}).setdefault(kind, proxy.name)
+    return [f"I9: one proxy is named {', '.join(f'{n!r} in the {k}' for k, n in by_kind.items())} trace"
+            for by_kind in names.values() if len(set(by_kind.values())) > 1]
+
+
+def _recorded_jit(traces: dict[str, list], recorder: BindingRecorder | None = None) -> RecordedJit | None:
+    """What ``recorder``, or else the innermost open ``recording_bindings()`` that saw it, recorded of this jit."""
+    for candidate in [recorder] if recorder is not None else reversed(_RECORDERS):
+        found = candidate.jit_of(traces)
+        if found is not None:
+            return found
+    return None
+
+
+def name_violations(jfn, recorder: BindingRecorder | None = None) -> tuple[list[str], list[str] | None]:
+    """(I9 violations, I10 violations) of the last call of ``jfn``. I10 needs what the program bound: its
+    violations are None unless ``recorder`` (or a ``recording_bindings()`` block still open) saw the jit, which
+    also adds I9 by identity: a proxy the renames give two names."""
+    traces = last_call_traces(jfn)
+    shared = shared_name_violations(traces)
+    recorded = _recorded_jit(traces, recorder)
+    if recorded is None:
+        return shared, None
+    # a proxy renamed apart that the positional pairs already show is one finding, not two
+    apart = [v for v in renamed_apart(recorded) if not any(_named(v) == _named(s) for s in shared)]
+    return shared + apart, binding_violations(recorded)
 
 
 class _FSDPRestore:
