@@ -1,6 +1,7 @@
 """I5, never worse than stock: the naming differential over the corpus, stock and overlay in their own processes."""
 
 import copy
+import io
 import os
 import subprocess
 import sys
@@ -114,6 +115,80 @@ def test_no_grad_program_keeps_its_generated_looking_names(corpus):
     assert "t1" in computed_names(by_name(stock, "no_grad_inference"))
     assert {"t1", "t2"} <= computed_names(by_name(overlay, "no_grad_inference"))
     assert comparisons["no_grad_inference"].lost == []
+
+
+@pytest.mark.slow
+def test_both_sides_checked_i9_and_i10_for_every_jit(corpus):
+    stock, overlay, _ = corpus
+    for side in (stock, overlay):
+        for record in side.values():
+            for trace in record["traces"] if record["ok"] else ():
+                assert isinstance(trace["i9"], list) and isinstance(trace["i10"], list), record["target"]
+
+
+@pytest.mark.slow
+def test_the_overlay_breaks_neither_i9_nor_i10_on_the_corpus(corpus):
+    _, _, comparisons = corpus
+    assert {p: c.i9 + c.i10 for p, c in comparisons.items() if c.i9 or c.i10} == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program, invariant", [
+    ("rebinds_weight", "i9"), ("rebinds_weight_with_grad", "i9"), ("rebinds_buffer", "i9"),
+    ("wraps_swapped", "i10"), ("wraps_fewer", "i10"), ("decorator_reorders", "i10"),
+])
+def test_stock_and_the_overlay_hold_where_the_series_v4_broke_them(corpus, program, invariant):
+    # I9: a name rebound to a module's parameter or buffer after use names it in the prologue alone; I10: a
+    # functools.wraps wrapper's inputs named after the wrapped function's parameters, in another order
+    _, _, comparisons = corpus
+    c = comparisons[program]
+    assert getattr(c, f"stock_{invariant}") == [], (c.stock_i9, c.stock_i10)
+    assert getattr(c, invariant) == [], (c.i9, c.i10)
+
+
+@pytest.mark.slow
+def test_stock_s_renames_by_name_break_i10(corpus):
+    # stock renames by name (#946): jitting the trace's own program moves the names t1..t6 one value on
+    _, _, comparisons = corpus
+    assert comparisons["seed_946_round_trip"].stock_i10
+    assert comparisons["seed_946_round_trip"].violations == 0
+
+
+@pytest.mark.slow
+def test_a_value_reached_through_a_list_keeps_the_program_s_name(corpus):
+    # the tanh is the program's `t`; stock names it `a` (thunder.torch.size's parameter), the series v4 `t0`
+    stock, overlay, _ = corpus
+    assert "a" in computed_names(by_name(stock, "through_a_list"))
+    assert "t" in computed_names(by_name(overlay, "through_a_list"))
+
+
+def test_i9_and_i10_are_the_overlay_s_violations_and_stock_s_are_reported():
+    def record(i9=(), i10=()):
+        symbols = [[0, "ltorch.tanh", ["y"], ["x"]]]
+        trace = {"args": ["x"], "symbols": symbols, "bindings": {"x": ["x"], "y": ["y"]}}
+        return {"ok": True, "traces": [{**trace, "i9": list(i9), "i10": list(i10)}]}
+
+    shared = "I9: prologue output -> computation argument (first traces), position 0: 'x' != 't0'"
+    bound = "I10: 'x' in the computation trace names a value the program bound to 'y' only"
+    c = names.compare("mod:p", record(i10=[bound]), record(i9=[shared]), set())
+    assert (c.i9, c.i10, c.stock_i9, c.stock_i10) == ([shared], [], [], [bound])
+    assert c.violations == 1 and c.lost == [] and c.kept == 2
+    assert c.as_dict()["i9"] == [shared] and c.as_dict()["stock_i10"] == [bound]
+    out = io.StringIO()
+    names.print_table([c], out)
+    table = out.getvalue()
+    header, _, row = table.splitlines()[:3]
+    assert header.split()[:7] == ["program", "stock", "overlay", "lost", "I9", "I10", "internal"]
+    assert row.split()[:7] == ["p", "2", "2", "0", "1", "0", "0"]
+    assert "I9 prologue output -> computation argument" in row and "stock 0 I9, 1 I10" in row
+    assert "; 0 lost, 1 I9, 0 I10 (" in table and "\nstock: 0 I9, 1 I10 (reported, not failures)" in table
+    # stock's violations alone fail nothing
+    assert names.compare("mod:p", record(i10=[bound]), record(), set()).violations == 0
+    # a side that did not record the program's bindings checked no I10: an error, not a pass
+    unrecorded = record()
+    unrecorded["traces"][0]["i10"] = None
+    c = names.compare("mod:p", record(), unrecorded, set())
+    assert "I10 unchecked" in c.error and c.violations == 1
 
 
 def test_a_counted_out_name_is_not_taken_for_a_thunder_local():

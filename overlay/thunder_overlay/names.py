@@ -8,6 +8,11 @@ name with the overlay's name for the same value. The overlay side also reports, 
 program bound it to, in binding order (frames of thunder's own modules bind nothing). Invariant I5, "never worse than stock": a value stock names after one of its bindings is named
 after one of its bindings by the overlay too, the same one or an earlier one that stock could not use.
 
+Both sides also check every jit for I9 (a value the traces of one jit pass one to another has one name in all of
+them) and I10 (a proxy named after a variable of the program holds the value the program bound to it), with
+``checks.name_violations`` and the binding recorder of ``checks.recording_bindings``. The overlay's violations
+fail the run as a lost name does; stock's are reported.
+
 A target is ``path/to/file.py:NAME`` or ``package.module:NAME``: the function or ``torch.nn.Module`` to jit.
 The file provides its inputs as ``NAME_inputs`` (or ``inputs``): a callable returning a tuple of positional
 arguments, or a dict with ``args`` and ``kwargs``. ``NAME_compiler = "thunderfx"`` (or ``--thunderfx``)
@@ -70,20 +75,22 @@ def _load(target: str):
 
 
 class _BindingCapture:
-    """Records, for each call of the overlay's name allocation (one per trace), every name each proxy of the
-    trace was bound to, keyed by the name the proxy has after allocation."""
+    """Records, for each trace the overlay's name allocation names (one trace a call, or every trace of a jit in
+    one call), every name each proxy of the trace was bound to, keyed by the name the proxy has after allocation."""
 
     def __init__(self):
         import thunder.core.jit_ext as jit_ext
+        from thunder.core.trace import TraceCtx
 
         self.calls: list[dict[str, list[str]]] = []
         self.available = hasattr(jit_ext, "_allocate_proxy_names")
         if self.available:
             allocate = jit_ext._allocate_proxy_names
 
-            def capture(trace, bindings, *args):
-                renames = allocate(trace, bindings, *args)
-                self.calls.append(_bindings_by_final_name(trace, bindings, renames))
+            def capture(traces, bindings, *args):
+                renames = allocate(traces, bindings, *args)
+                for trace in [traces] if isinstance(traces, TraceCtx) else traces:
+                    self.calls.append(_bindings_by_final_name(trace, bindings, renames))
                 return renames
 
             jit_ext._allocate_proxy_names = capture
@@ -106,14 +113,12 @@ def _trace_proxy_ids(trace) -> set[int]:
 
 
 def _bindings_by_final_name(trace, bindings, renames) -> dict[str, list[str]]:
-    from thunder.core.proxies import variableify
-
     in_trace = _trace_proxy_ids(trace)
     result: dict[str, list[str]] = {}
     for (pid, name, *by_thunder), p in bindings.items():
         if pid in in_trace and not any(by_thunder):  # a local of thunder's own code is not a binding of the program
-            v = variableify(p)
-            final = renames[v].name if v in renames else p.name
+            renamed = dict.get(renames, id(p))  # the series keys its renames by the id of the proxy they rename
+            final = renamed.name if renamed is not None else p.name
             names = result.setdefault(final, [])
             if name not in names:
                 names.append(name)
@@ -184,11 +189,21 @@ def jit_target(target: str, thunderfx: bool = False) -> list:
 
 
 def record(target: str, thunderfx: bool = False) -> dict:
-    """Jit one target in this process and describe its initial computation traces."""
+    """Jit one target in this process and describe its initial computation traces, with the I9 and I10
+    violations of each jit (``i9``, ``i10``: messages; ``i10`` None where the recorder did not see the jit)."""
     import thunder
 
+    from thunder_overlay import checks
+
     capture = _BindingCapture()
-    return {"traces": [trace_record(thunder.last_traces(jfn)[0], capture) for jfn in jit_target(target, thunderfx)]}
+    with checks.recording_bindings() as recorder:
+        jfns = jit_target(target, thunderfx)
+    traces = []
+    for jfn in jfns:
+        described = trace_record(thunder.last_traces(jfn)[0], capture)
+        described["i9"], described["i10"] = checks.name_violations(jfn, recorder)
+        traces.append(described)
+    return {"traces": traces}
 
 
 def trace_record(trace, capture: _BindingCapture) -> dict:
@@ -296,16 +311,23 @@ class Comparison:
     later: list[tuple[str, str]] = field(default_factory=list)  # stock a binding, the overlay a later one
     internal: list[tuple[str, str]] = field(default_factory=list)  # stock a thunder-internal local
     both_failed: bool = False  # the program fails under stock thunder too: nothing to compare
+    # I9 and I10 (checks.name_violations), per side: messages; stock's are reported, never a failure
+    i9: list[str] = field(default_factory=list)
+    i10: list[str] = field(default_factory=list)
+    stock_i9: list[str] = field(default_factory=list)
+    stock_i10: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> int:
-        return len(self.lost) + len(self.later) + (1 if self.error and not self.both_failed else 0)
+        return (len(self.lost) + len(self.later) + len(self.i9) + len(self.i10)
+                + (1 if self.error and not self.both_failed else 0))
 
     def as_dict(self) -> dict:
         return {"program": self.target, "error": self.error, "both_failed": self.both_failed,
                 "stock_named": self.stock_named, "overlay_named": self.overlay_named, "kept": self.kept,
                 "lost": self.lost + self.later, "earlier": self.earlier, "gained": self.gained,
-                "internal": self.internal}
+                "internal": self.internal, "i9": self.i9, "i10": self.i10,
+                "stock_i9": self.stock_i9, "stock_i10": self.stock_i10}
 
 
 def _lines(described: dict) -> list[list]:
@@ -333,8 +355,22 @@ def _align(stock: dict, overlay: dict) -> dict[str, str]:
     return {o: s for s, o in found.pairs.items()}
 
 
+def _name_violations(side: dict) -> tuple[list[str], list[str], bool]:
+    """A side's I9 and I10 violations over its traces, and whether the recorder saw every jit it checked (a trace
+    record without ``i10``, as ``trace_record`` alone makes, was not checked for I9 or I10)."""
+    traces = side.get("traces", []) if side["ok"] else []
+    i9 = [v for t in traces for v in t.get("i9") or []]
+    i10 = [v for t in traces for v in t.get("i10") or []]
+    return i9, i10, all(t.get("i10", ()) is not None for t in traces)
+
+
 def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -> Comparison:
     result = Comparison(target)
+    result.stock_i9, result.stock_i10, _ = _name_violations(stock)
+    result.i9, result.i10, i10_checked = _name_violations(overlay)
+    if overlay["ok"] and not i10_checked:
+        result.error = "the overlay side did not record the program's bindings of a jit (I10 unchecked)"
+        return result
     if not overlay["ok"] and not stock["ok"]:
         result.error, result.both_failed = f"fails under stock thunder too: {stock['error']}", True
         return result
@@ -466,28 +502,39 @@ def _pairs(pairs: list[tuple[str, str]]) -> str:
 
 
 def print_table(comparisons: list[Comparison], out=sys.stdout) -> None:
-    header = f"{'program':<28} {'stock':>6} {'overlay':>7} {'lost':>5} {'internal':>8}  notes"
+    header = f"{'program':<28} {'stock':>6} {'overlay':>7} {'lost':>5} {'I9':>3} {'I10':>3} {'internal':>8}  notes"
     print(header, file=out)
     print("-" * len(header), file=out)
     for c in comparisons:
         name = c.target.rpartition(":")[2]
         if c.error and not c.stock_named:
-            print(f"{name:<28} {'':>6} {'':>7} {'':>5} {'':>8}  ERROR: {c.error}", file=out)
+            print(f"{name:<28} {'':>6} {'':>7} {'':>5} {'':>3} {'':>3} {'':>8}  ERROR: {c.error}", file=out)
             continue
         notes = []
         if c.lost or c.later:
             notes.append(f"LOST {_pairs(c.lost + c.later)}")
+        notes += [v.replace(": ", " ", 1) for v in c.i9 + c.i10]
+        if c.stock_i9 or c.stock_i10:
+            notes.append(f"stock {len(c.stock_i9)} I9, {len(c.stock_i10)} I10")
         if c.earlier:
             notes.append(f"earlier binding {_pairs(c.earlier)}")
         if c.gained:
             notes.append(f"gained {_pairs(c.gained[:6])}{' ...' if len(c.gained) > 6 else ''}")
         if c.internal:
             notes.append(f"thunder locals removed {', '.join(sorted({s for s, _ in c.internal}))}")
-        print(f"{name:<28} {c.stock_named:>6} {c.overlay_named:>7} {len(c.lost) + len(c.later):>5} "
-              f"{len(c.internal):>8}  {'; '.join(notes)}", file=out)
+        print(f"{name:<28} {c.stock_named:>6} {c.overlay_named:>7} {len(c.lost) + len(c.later):>5} {len(c.i9):>3} "
+              f"{len(c.i10):>3} {len(c.internal):>8}  {'; '.join(notes)}", file=out)
     lost = sum(len(c.lost) + len(c.later) for c in comparisons)
+    counts = _violation_counts(comparisons)
     print(f"\n{len(comparisons)} programs: stock names {sum(c.stock_named for c in comparisons)} values after the "
-          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost", file=out)
+          f"program's variables, the overlay {sum(c.overlay_named for c in comparisons)}; {lost} lost, "
+          f"{counts['i9']} I9, {counts['i10']} I10 (I9: a value the traces of a jit pass on has one name in all; "
+          "I10: a proxy named after a variable of the program holds the value the program bound to it)\n"
+          f"stock: {counts['stock_i9']} I9, {counts['stock_i10']} I10 (reported, not failures)", file=out)
+
+
+def _violation_counts(comparisons: list[Comparison]) -> dict[str, int]:
+    return {key: sum(len(getattr(c, key)) for c in comparisons) for key in ("i9", "i10", "stock_i9", "stock_i10")}
 
 
 def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False) -> tuple[dict, set, dict]:
@@ -507,8 +554,8 @@ def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False
 
 
 def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False, as_json: bool = False) -> int:
-    """0: no value lost; 1: the overlay lost a name stock gives, or failed where stock ran; 2: a target is
-    malformed, or a side did not run as it should; 3: a program fails under both (nothing compared)."""
+    """0: no value lost; 1: the overlay lost a name stock gives, broke I9 or I10, or failed where stock ran; 2: a
+    target is malformed, or a side did not run as it should; 3: a program fails under both (nothing compared)."""
     errors = [e for e in map(target_error, targets) if e]
     if errors:
         for error in errors:
@@ -536,6 +583,7 @@ def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False,
     if as_json:
         print(json.dumps({"exit_status": status, "overlay_state": sorted(states),
                           "lost": sum(len(c.lost) + len(c.later) for c in comparisons),
+                          **_violation_counts(comparisons),
                           "programs": [c.as_dict() for c in comparisons]}))
         return status
     if "patched-unverified" in states:
