@@ -500,10 +500,16 @@ def test_discovers_the_modules_thunder_ships():
 
 
 @pytest.mark.slow
-def test_command_end_to_end_with_resume_and_report(root):
+def test_command_end_to_end_with_resume_and_report(root, monkeypatch):
     out = root.parent / "out"
     cmd = [sys.executable, str(TOOLS / "gate.py"), "--test-root", str(root), "--out", str(out), "-n", "0",
            "--timeout", "2", "--modules", "test_tiny", "test_never_collects", "test_needs_gpu", "test_only_cuda_names", "-k", "not slow", "--markdown"]
+    # the overlay side's key holds the series: a copy taken now, so that an edit of patches/ while this test
+    # runs does not make the runs below rerun the overlay side
+    from thunder_overlay import config
+
+    shutil.copytree(config.patches_dir()[0], root.parent / "patches")
+    monkeypatch.setenv(config.PATCHES_ENV, str(root.parent / "patches"))
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 1, first.stdout + first.stderr  # test_regress is a regression
     (summary_file,) = out.glob("gate-*.json")
