@@ -45,7 +45,8 @@ def test_overlay_side_ran_the_series_and_stock_side_the_order_patch_alone(corpus
 @pytest.mark.slow
 def test_no_value_stock_names_is_lost(corpus):
     _, _, comparisons = corpus
-    failures = {p: (c.error, c.lost, c.later) for p, c in comparisons.items() if c.violations}
+    failures = {p: (c.error, c.lost, c.later) for p, c in comparisons.items()
+                if c.lost or c.later or (c.error and not c.both_failed)}  # I9 and I10 have their own test
     assert not failures
     assert sum(c.stock_named for c in comparisons.values()) > 100, "the corpus names values at all"
 
