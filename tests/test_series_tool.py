@@ -101,3 +101,20 @@ def test_export_stops_where_a_release_of_a_base_ships_other_bytes(thunder_git, t
     export = series_tool("export", thunder_git, patches)
     assert export.returncode != 0
     assert "0.2.4 and 0.2.6 share the base 0.2.6 but differ in thunder/core/interpreter.py" in export.stderr
+
+
+def test_upstream_installed_applies_the_test_hunks_of_the_installed_base_as_git_am_does():
+    # A hunk that appends a test repeats the module's last lines as context, which can occur twice; the engine
+    # refuses such hunks in thunder's files, so the tool applies the test modules' hunks with git apply
+    sys.path.insert(0, str(REPO / "tools"))
+    import thunder
+    import upstream
+    from conftest import installed_base
+
+    base = installed_base()
+    patches = read_series(base.directory)
+    root = os.path.dirname(os.path.dirname(thunder.__file__))
+    added = [name for names in upstream.added_tests(patches).values() for name in names]
+    texts = [upstream.patched_test_module(upstream.Path(root), base.directory, patches, path)
+             for path in upstream.test_paths(patches)]
+    assert added and all(sum(f"\ndef {name}(" in text for text in texts) == 1 for name in added)

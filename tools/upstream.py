@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "overlay"))
 from thunder_overlay import config, manifest  # noqa: E402
-from thunder_overlay.patchset import Patch, apply_series, read_series  # noqa: E402
+from thunder_overlay.patchset import Patch, read_series  # noqa: E402
 from series import sha256_at  # noqa: E402
 
 TEST_TIMEOUT_S = 1800
@@ -110,6 +110,23 @@ def write_ini(folder: Path) -> None:
     (folder / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    ignore::UserWarning\n    ignore::DeprecationWarning\n")
 
 
+def patched_test_module(root: Path, series_dir: Path, patches: list[Patch], path: str) -> str:
+    """The test module ``path`` under ``root`` as ``git am`` leaves it. Its hunks append tests at its end, where the
+    context (a test's last lines) can recur: ``git apply`` places such a hunk by its header's line, as ``git am``
+    does, where the overlay's engine refuses it (AmbiguousHunkError), as it must for thunder's own code."""
+    with tempfile.TemporaryDirectory(prefix="thunder-overlay-tests-") as work:
+        target = Path(work) / path
+        target.parent.mkdir(parents=True)
+        target.write_text((root / path).read_text())
+        for patch in patches:
+            if patch.diff_of(path) is not None:
+                proc = subprocess.run(["git", "apply", f"--include={path}", str(series_dir / patch.name)], cwd=work,
+                                      capture_output=True, text=True)
+                if proc.returncode:
+                    raise SystemExit(f"{patch.name} does not apply to {path}: {proc.stderr.strip()}")
+        return target.read_text()
+
+
 def installed(args) -> int:
     env = dict(os.environ, PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
     if args.pythonpath:
@@ -134,8 +151,7 @@ def installed(args) -> int:
         test_dir = Path(args.keep).resolve() if args.keep else tmp / "tests"
         test_dir.mkdir(parents=True, exist_ok=True)
         for path in test_paths(patches):
-            source = thunder_dir.parent / path
-            (test_dir / Path(path).name).write_text(apply_series(source.read_text(), patches, path))
+            (test_dir / Path(path).name).write_text(patched_test_module(thunder_dir.parent, base.directory, patches, path))
         shutil.copy(thunder_dir / "tests" / "conftest.py", test_dir / "conftest.py")
         write_ini(test_dir)
         steps = [Step("stock", dict(env, THUNDER_OVERLAY="0"))]
