@@ -214,7 +214,7 @@ def test_a_name_reaches_only_the_proxy_it_was_bound_to():
     # to u and a bfloat16 value it never binds. The name reaches the float32 t2 in its trace and never the
     # bfloat16 t2, which the name-keyed map of stock thunder renamed too (upstream #283).
     from thunder.core import jit_ext
-    from thunder.core.proxies import TensorProxy, variableify
+    from thunder.core.proxies import TensorProxy
     from thunder.core.trace import TraceCtx, tracectx
 
     traces = TraceCtx(), TraceCtx()
@@ -224,10 +224,11 @@ def test_a_name_reaches_only_the_proxy_it_was_bound_to():
             proxies.append(TensorProxy("t2", shape=(2, 2), device=thunder.devices.cpu, dtype=dtype, requires_grad=False))
         trace.args = (proxies[-1],)
     bound, other = proxies
-    bindings = {(id(bound), "u", False): bound}
+    bindings = {(id(bound), "u"): bound}
 
-    renamed = jit_ext._allocate_proxy_names(traces[0], bindings)[variableify(bound)]
+    renames = jit_ext._allocate_proxy_names(traces, bindings)
+    renamed = renames[id(bound)]
     assert (renamed.name, renamed.dtype, renamed.shape) == ("u", thunder.float32, bound.shape)
-    assert variableify(other) not in jit_ext._allocate_proxy_names(traces[1], bindings)
-    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], bindings)
+    assert id(other) not in renames
+    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], renames)
     assert [(p.name, p.dtype) for p in renamed_trace.args] == [("t2", thunder.bfloat16)]

@@ -89,8 +89,10 @@ class _BindingCapture:
 
             def capture(traces, bindings, *args):
                 renames = allocate(traces, bindings, *args)
-                for trace in [traces] if isinstance(traces, TraceCtx) else traces:
-                    self.calls.append(_bindings_by_final_name(trace, bindings, renames))
+                for k, trace in enumerate([traces] if isinstance(traces, TraceCtx) else traces):
+                    # the series returns each trace's renames (a list), or one dict for all
+                    per_trace = renames[k] if isinstance(renames, list) else renames
+                    self.calls.append(_bindings_by_final_name(trace, bindings, per_trace))
                 return renames
 
             jit_ext._allocate_proxy_names = capture
