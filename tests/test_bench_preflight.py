@@ -45,6 +45,7 @@ def bench_skips(site) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_a_wheel_for_another_torch_is_named_and_the_nvfuser_cases_skip_with_that_reason(tmp_path):
     import torch
 

@@ -157,7 +157,8 @@ def test_cache_folder_that_cannot_be_created_is_ignored(tmp_path):
     assert out["status"]["bytecode_cache"].startswith("not written (NotADirectoryError: ")
 
 
-@pytest.mark.parametrize("flag", [{"PYTHONDONTWRITEBYTECODE": "1"}, {"PYTHONDONTWRITEBYTECODE": ""}])
+@pytest.mark.parametrize("flag", [{"PYTHONDONTWRITEBYTECODE": "1"},
+                                  pytest.param({"PYTHONDONTWRITEBYTECODE": ""}, marks=pytest.mark.slow)])
 def test_pythondontwritebytecode_governs_pyc_beside_sources_not_the_cache(tmp_path, flag):
     # The cache lives in the user's cache folder, outside any source tree: written and used either way.
     cold, entry = warm(tmp_path, flag)
@@ -181,6 +182,7 @@ def test_cache_switched_off_is_neither_read_nor_written(tmp_path, value):
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give the entry away")
+@pytest.mark.slow
 def test_entry_another_user_owns_is_never_used(tmp_path):
     _, entry = warm(tmp_path)
     os.chown(entry, 54321, 54321)  # as if another user had written it into this folder

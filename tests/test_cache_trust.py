@@ -89,6 +89,7 @@ def test_a_link_to_a_valid_entry_is_not_followed(tmp_path):
 
 
 @pytest.mark.parametrize("mode", [pytest.param(0o666, id="666"), pytest.param(0o620, id="620", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_an_entry_others_can_write_is_not_used(tmp_path, mode):
     _, entry = warm(tmp_path)
     os.chmod(entry, mode)
@@ -96,6 +97,7 @@ def test_an_entry_others_can_write_is_not_used(tmp_path, mode):
 
 
 @pytest.mark.parametrize("mode", [pytest.param(0o777, id="777", marks=pytest.mark.slow), pytest.param(0o775, id="775")])
+@pytest.mark.slow
 def test_a_folder_others_can_write_turns_the_cache_off_with_one_warning(tmp_path, mode):
     _, entry = warm(tmp_path / "cache")
     before = open(entry, "rb").read()
@@ -170,6 +172,7 @@ def test_a_flipped_bit_in_a_text_shows_no_lines_and_the_entry_is_replaced(tmp_pa
     assert again["status"]["bytecode_cache"] == f"written: {entry}" and again["sources"] == first["sources"]
 
 
+@pytest.mark.slow
 def test_a_non_code_object_in_place_of_the_code_is_replaced(tmp_path, monkeypatch):
     # A well-formed entry (every sha256 right) whose code chunk holds an int: before, every later import of
     # thunder raised TypeError from exec and the entry was never replaced.
@@ -188,6 +191,7 @@ def test_a_non_code_object_in_place_of_the_code_is_replaced(tmp_path, monkeypatc
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
+@pytest.mark.slow
 def test_a_failed_write_does_not_claim_to_have_replaced_the_entry(tmp_path):
     from test_bytecode_cache import _obeying_folder_modes
 

@@ -26,6 +26,7 @@ def test_version_is_the_packages():
     assert proc.returncode == 0 and proc.stdout.strip() == f"thunder-overlay {__version__}"
 
 
+@pytest.mark.slow
 def test_status_shows_the_overlay_version_and_one_patch_a_line():
     from thunder_overlay import __version__
 

@@ -1,5 +1,7 @@
 """Activation by installation: the start-up hook, the finder and what the patched module looks like."""
 
+import pytest
+
 from conftest import JIT_STILL_WORKS, PATCHED_SUFFIX, installed_base, installed_form, last_json, run_python
 
 STATUS = "import json, thunder_overlay; print(json.dumps(thunder_overlay.status()))"
@@ -41,6 +43,7 @@ def test_jit_ext_is_patched_on_import_and_file_on_disk_untouched():
     assert all(f["patched"] == f["imported"] for f in status["files"]), "every file the series changes runs patched"
 
 
+@pytest.mark.slow
 def test_traceback_shows_patched_lines():
     proc = run_python(
         """
@@ -58,6 +61,7 @@ def test_traceback_shows_patched_lines():
     assert PATCHED_SUFFIX in formatted and eval(expected) and eval(expected) in formatted
 
 
+@pytest.mark.slow
 def test_switched_off_gives_stock_module():
     proc = run_python(
         """
@@ -95,6 +99,7 @@ def test_status_without_import_is_a_dry_run_that_imports_nothing_heavy():
     assert last_json(proc)["state"] == "ready"
 
 
+@pytest.mark.slow
 def test_status_imports_thunder_and_reports_what_the_cli_prints():
     # status() before thunder was imported imports it: the state is what thunder runs with.
     proc = run_python(STATUS, "import sys; assert 'thunder.core.jit_ext' in sys.modules")
@@ -126,6 +131,7 @@ def test_cli_diff_prints_the_hunks_the_overlay_applies():
     assert "--- a/thunder/tests/" not in proc.stdout, "the test modules are git am's, not the overlay's"
 
 
+@pytest.mark.slow
 def test_enable_is_silent_in_a_normal_install_and_warns_when_really_called_twice():
     proc = run_python(
         """

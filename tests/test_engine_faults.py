@@ -48,7 +48,7 @@ def test_an_engine_that_cannot_be_imported_leaves_stock_thunder(broken_engine_pa
     assert_strict_raises(env, ENGINE_FAILED + "SyntaxError")
 
 
-@pytest.mark.parametrize("where", sorted(FAULTS))
+@pytest.mark.parametrize("where", [pytest.param(w, marks=pytest.mark.slow) if w == "loader" else w for w in sorted(FAULTS)])
 def test_an_engine_that_raises_leaves_stock_thunder(where):
     fault = {"plan": "ZeroDivisionError: plan broke", "loader": "LookupError: loader broke"}[where]
     stock_with_one_warning(run_python(FAULTS[where], IMPORT_AND_REPORT, JIT_STILL_WORKS), fault)

@@ -62,6 +62,7 @@ def test_the_decision_runs_outside_the_global_import_lock(tmp_path):
         assert out == {"held": [False], "state": "patched"}, out
 
 
+@pytest.mark.slow
 def test_import_thunder_while_a_thread_imports_a_standard_module(tmp_path):
     assert races([(m, 0.0005) for m in MODULES], str(tmp_path)) == []
 

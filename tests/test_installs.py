@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from conftest import IMPORT_AND_STATUS, copy_thunder, installed_base, installed_dist_info, last_json, run_python
 from thunder_overlay import manifest
 
@@ -31,6 +33,7 @@ def test_source_tree_without_distribution_metadata_is_patched(tmp_path):
     assert status["thunder_version"] is None and status["thunder_path"] == str(tree / "thunder")
 
 
+@pytest.mark.slow
 def test_editable_install_is_patched(tmp_path):
     # A real `pip install -e` of a thunder source tree (into --target, so the environment's thunder stays).
     source = copy_thunder(tmp_path / "src", dist_info=False)
@@ -80,6 +83,7 @@ def _leftover_dist_info(tree, base: manifest.Base):
     return leftover
 
 
+@pytest.mark.slow
 def test_two_dist_info_folders_are_told_apart_by_the_files_bytes(tmp_path):
     tree = copy_thunder(tmp_path)
     # The leftover sorts first where it can (an older release), as the one a name-sorted lookup picked.
@@ -91,6 +95,7 @@ def test_two_dist_info_folders_are_told_apart_by_the_files_bytes(tmp_path):
     assert status["thunder_version"] == installed.removeprefix("lightning_thunder-").removesuffix(".dist-info")
 
 
+@pytest.mark.slow
 def test_local_version_is_patched(tmp_path):
     tree = copy_thunder(tmp_path, dist_info=False)
     release = installed_dist_info().name.removeprefix("lightning_thunder-").removesuffix(".dist-info")

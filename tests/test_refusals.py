@@ -56,6 +56,7 @@ def test_pytest_filterwarnings_error_never_fails_a_test_on_a_refusal(thunder_cop
         assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_file_that_is_no_known_base_is_refused(patches_copy):
     # A manifest without the installed file's sha256: what an overlay that predates this thunder sees.
     import hashlib, importlib.util
@@ -75,6 +76,7 @@ def test_file_that_is_no_known_base_is_refused(patches_copy):
     assert_strict_raises(env, "which is no known base")
 
 
+@pytest.mark.slow
 def test_warnings_as_errors_never_turn_a_refusal_into_an_import_error(thunder_copy_edited):
     env = {"PYTHONPATH": str(thunder_copy_edited)}
     code = "import thunder, thunder.core.jit_ext as je; print('imported', je.__file__, type(je.__loader__).__name__)"
@@ -115,6 +117,7 @@ def test_patch_that_does_not_apply_is_refused(patches_copy):
 
 @pytest.mark.parametrize("damage", ["truncate", pytest.param("corrupt", marks=pytest.mark.slow),
                                     pytest.param("empty", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_corrupt_or_truncated_patch_is_refused(patches_copy, damage):
     patch = _series_patch(patches_copy)
     text = patch.read_text()

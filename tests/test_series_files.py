@@ -91,6 +91,7 @@ def test_every_file_of_the_series_runs_patched_the_lazy_one_when_imported(scratc
         assert out["finder_answers_for"] == sorted(files), "after the decision the finder answers for targets only"
 
 
+@pytest.mark.slow
 def test_status_lists_every_file_before_the_lazy_one_is_imported(scratch):
     code = "import sys; from thunder_overlay.cli import main; sys.exit(main(['status']))"
     proc = run_python(code, env={"THUNDER_OVERLAY_PATCHES": str(scratch)})
@@ -106,7 +107,12 @@ def test_status_lists_every_file_before_the_lazy_one_is_imported(scratch):
     ]
 
 
-@pytest.fixture(scope="module", params=OTHERS)
+# The fast run takes the lazy file of each matrix (I8 at its hardest: a file not imported yet decides for all);
+# the eager one is the slow run's
+ONE_FAST = [pytest.param(p, marks=pytest.mark.slow) if p == EAGER else p for p in OTHERS]
+
+
+@pytest.fixture(scope="module", params=ONE_FAST)
 def edited_copy(request, tmp_path_factory):
     """(edited file, a copy of thunder with its dist-info whose file ``request.param`` was edited in place)."""
     tree = copy_thunder(tmp_path_factory.mktemp("edited"))
@@ -129,7 +135,7 @@ def test_an_edited_file_other_than_jit_ext_leaves_every_file_stock(scratch, edit
     assert_strict_raises(env, told)
 
 
-@pytest.mark.parametrize("broken", OTHERS)
+@pytest.mark.parametrize("broken", ONE_FAST)
 def test_a_hunk_that_fails_in_one_file_patches_no_file(scratch_broken, broken):
     env = {"THUNDER_OVERLAY_PATCHES": str(scratch_broken[broken])}
     out = none_patched(run_probe(env))
@@ -141,6 +147,7 @@ def test_a_hunk_that_fails_in_one_file_patches_no_file(scratch_broken, broken):
     assert_strict_raises(env, "PatchApplyError: ")
 
 
+@pytest.mark.slow
 def test_a_target_imported_before_the_finder_patches_no_later_one(scratch):
     # The start-up hook runs only after `import thunder` (a .pth processed late, as site.addsitedir does);
     # the lazy module is the first target the finder sees, and jit_ext and interpreter run stock already.
@@ -156,6 +163,7 @@ def test_a_target_imported_before_the_finder_patches_no_later_one(scratch):
     assert "was imported before the overlay's finder was installed" in last
 
 
+@pytest.mark.slow
 def test_enable_after_thunder_leaves_every_file_stock(scratch):
     code = f"""
         import json, os, sys, warnings
@@ -197,6 +205,7 @@ def test_opt_in_patches_every_file_of_an_unknown_base(scratch, shifted_tree):
     assert [m for m, matches_base in matches.items() if not matches_base] == [MODULES[1]]
 
 
+@pytest.mark.slow
 def test_opt_in_patches_no_file_when_a_hunk_of_one_does_not_apply(scratch, tmp_path):
     tree = copy_thunder(tmp_path, dist_info=False)
     lazy = tree / LAZY
@@ -210,6 +219,7 @@ def test_opt_in_patches_no_file_when_a_hunk_of_one_does_not_apply(scratch, tmp_p
     assert_strict_raises(env, "does not apply with exact context")
 
 
+@pytest.mark.slow
 def test_a_changed_file_of_the_series_invalidates_the_cache_entry(scratch, tmp_path):
     tree = copy_thunder(tmp_path / "tree", dist_info=False)
     env = {"THUNDER_OVERLAY_PATCHES": str(scratch), "PYTHONPATH": str(tree), "THUNDER_OVERLAY_CACHE_DIR": str(tmp_path / "c"),

@@ -53,6 +53,7 @@ def sha256_of(tree: Path) -> str:
     return hashlib.sha256((tree / "thunder" / "core" / "jit_ext.py").read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_unknown_file_is_refused_without_the_switch(shifted_tree):
     out = last_json(run_python(IMPORT_AND_STATUS, env={"PYTHONPATH": str(shifted_tree)}))
     status = out["status"]
@@ -62,6 +63,7 @@ def test_unknown_file_is_refused_without_the_switch(shifted_tree):
     assert f"{SWITCH}=<series> applies a series when every hunk applies with exact context" in status["reason"]
 
 
+@pytest.mark.slow
 def test_switch_patches_an_unknown_file_when_every_hunk_applies_exactly(shifted_tree):
     base = installed_base().name
     proc = run_python(
@@ -101,6 +103,7 @@ def test_switch_refuses_when_a_hunk_does_not_apply_exactly(drifted_tree):
     assert "does not apply with exact context" in last
 
 
+@pytest.mark.slow
 def test_switch_naming_no_series_is_refused_with_the_valid_names(shifted_tree):
     out = last_json(run_python(IMPORT_AND_STATUS, env={"PYTHONPATH": str(shifted_tree), SWITCH: "9.9"}))
     reason = out["status"]["reason"]
