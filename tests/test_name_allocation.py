@@ -224,11 +224,11 @@ def test_a_name_reaches_only_the_proxy_it_was_bound_to():
             proxies.append(TensorProxy("t2", shape=(2, 2), device=thunder.devices.cpu, dtype=dtype, requires_grad=False))
         trace.args = (proxies[-1],)
     bound, other = proxies
-    bindings = {(id(bound), "u"): bound}
+    bindings = {(id(bound), "u", False): bound}  # (proxy id, name, bound by thunder's own code)
 
     renames = jit_ext._allocate_proxy_names(traces, bindings)
-    renamed = renames[id(bound)]
+    renamed = renames[0][id(bound)]  # each trace's renames
     assert (renamed.name, renamed.dtype, renamed.shape) == ("u", thunder.float32, bound.shape)
-    assert id(other) not in renames
-    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], renames)
+    assert id(other) not in renames[1]
+    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], renames[1])
     assert [(p.name, p.dtype) for p in renamed_trace.args] == [("t2", thunder.bfloat16)]
