@@ -79,21 +79,121 @@ def _requires_thunder(wheel: Path) -> str:
     return line.removeprefix("Requires-Dist: lightning-thunder")
 
 
-def test_the_wheel_allows_exactly_the_thunder_releases_it_has_a_base_for(wheel):
-    from packaging.specifiers import SpecifierSet
+# Upstream main at the manifest's commit calls itself 0.2.7.dev0 in git (thunder/__about__.py); the nightly built
+# from it is on the package index as 0.2.7.dev20260201, with the sha256 of every file main's series changes.
+MAIN_IN_GIT, MAIN_NIGHTLY = "0.2.7.dev0", "0.2.7.dev20260201"
+
+
+def versions_to_admit(bases) -> list[str]:
+    """Every version pip must accept: each release name of the manifest that is a version (final releases and
+    nightlies alike), and main's, as git and the nightly name it."""
+    from packaging.version import InvalidVersion, Version
 
     from thunder_overlay import manifest
 
-    allowed = SpecifierSet(_requires_thunder(wheel))
-    releases = [r for r in manifest.supported_releases(manifest.load(PATCHES)) if r[0].isdigit()]
-    assert releases and all(allowed.contains(r) for r in releases), (str(allowed), releases)
-    # upstream main at the manifest's commit calls itself 0.2.7.dev0 (thunder/__about__.py)
-    assert any(r.startswith("main@") for r in manifest.supported_releases(manifest.load(PATCHES)))
-    assert allowed.contains("0.2.7.dev0", prereleases=True)
-    newest = max(releases, key=manifest.release_key)
-    major, minor, patch = map(int, newest.split("."))
-    for unsupported in ("0.2.0", f"{major}.{minor}.{patch + 1}", f"{major}.{minor + 1}.0", f"{major + 1}.0.0"):
-        assert not allowed.contains(unsupported, prereleases=True), unsupported
+    found = {MAIN_IN_GIT, MAIN_NIGHTLY}
+    for release in manifest.supported_releases(bases):
+        try:
+            found.add(str(Version(release)))
+        except InvalidVersion:
+            assert release.startswith("main@"), release  # upstream main from git, named by its commit
+    return sorted(found, key=Version)
+
+
+def versions_beyond(newest: str) -> list[str]:
+    """Versions no base has, just past ``newest`` (a final release or a nightly), and around the range."""
+    from packaging.version import Version
+
+    v = Version(newest)
+    major, minor, patch = (*v.release, 0, 0)[:3]
+    beyond = ["0.2.0", f"{major}.{minor + 1}.0", f"{major + 1}.0.0", f"{major}.{minor}.{patch + 1}"]
+    if v.is_devrelease:  # the next nightly, and the release the nightlies lead to
+        beyond += [f"{v.base_version}.dev{v.dev + 1}", f"{v.base_version}rc1", v.base_version]
+    return beyond
+
+
+def admits_exactly(specifier: str, bases) -> list[str]:
+    """What is wrong with ``specifier`` (a Requires-Dist bound) for the manifest ``bases``: each version it
+    refuses that a base ships, each version past the newest that it admits."""
+    from packaging.specifiers import SpecifierSet
+
+    allowed = SpecifierSet(specifier)
+    versions = versions_to_admit(bases)
+    wrong = [f"refuses {v}" for v in versions if not allowed.contains(v, prereleases=True)]
+    return wrong + [f"admits {v}" for v in versions_beyond(versions[-1]) if allowed.contains(v, prereleases=True)]
+
+
+def test_the_wheel_allows_exactly_the_thunder_releases_it_has_a_base_for(wheel):
+    from thunder_overlay import manifest
+
+    bases = manifest.load(PATCHES)
+    assert any(r.startswith("main@") for r in manifest.supported_releases(bases))
+    assert admits_exactly(_requires_thunder(wheel), bases) == []
+
+
+def test_the_bound_check_takes_nightlies_the_manifest_lists(tmp_path):
+    # A nightly added to a base's releases, as docs/maintaining.md says for a release with a base's bytes: the
+    # check reads it as a version (not "0.2.dev20251116" as an int), and a bound without it is wrong.
+    from thunder_overlay import manifest
+
+    text = (PATCHES / "manifest.toml").read_text().replace('releases = ["main@1e22aacb1"]',
+                                                           'releases = ["main@1e22aacb1", "0.2.7.dev20251116"]')
+    assert "0.2.7.dev20251116" in text
+    (tmp_path / "manifest.toml").write_text(text)
+    bases = manifest.load(tmp_path)
+    assert "0.2.7.dev20251116" in versions_to_admit(bases)
+    assert admits_exactly(">=0.2.1,<=0.2.7.dev20260201", bases) == []
+    assert admits_exactly(">=0.2.1,<=0.2.7.dev0", bases) == ["refuses 0.2.7.dev20251116", "refuses 0.2.7.dev20260201"]
+    assert admits_exactly(">=0.2.1,<0.2.8", bases) == ["admits 0.2.7.dev20260202", "admits 0.2.7rc1", "admits 0.2.7"]
+
+
+def test_release_names_sort_as_pip_orders_versions():
+    # messages list the supported releases in this order, and name the newest; a nightly is older than its release
+    from packaging.version import Version
+
+    from thunder_overlay import manifest
+
+    names = ["0.2.7", "main@1e22aacb1", "0.2.10", MAIN_NIGHTLY, "0.2.6", MAIN_IN_GIT, "0.2.7.dev20251116", "0.2.1"]
+    ordered = sorted(names, key=manifest.release_key)
+    assert ordered[-1] == "main@1e22aacb1"
+    assert ordered[:-1] == sorted(ordered[:-1], key=Version) == [
+        "0.2.1", "0.2.6", MAIN_IN_GIT, "0.2.7.dev20251116", MAIN_NIGHTLY, "0.2.7", "0.2.10"]
+
+
+def _fake_wheel(folder: Path, name: str, version: str) -> Path:
+    """A wheel of ``name`` ``version`` with metadata only (no dependencies, no files): what pip's resolver sees."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    files = {f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                        "Tag: py3-none-any\n"}
+    files[f"{dist}.dist-info/RECORD"] = "".join(f"{n},,\n" for n in [*files, f"{dist}.dist-info/RECORD"])
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for n, text in files.items():
+            z.writestr(n, text)
+    return path
+
+
+@pytest.mark.parametrize("version, resolves", [(MAIN_NIGHTLY, True), ("0.2.6", True), ("0.2.7.dev20260208", False)])
+def test_pip_installs_the_wheel_beside_main_s_nightly_without_a_conflict(wheel, tmp_path, version, resolves):
+    # pip's resolver, offline, ignoring this environment, with a lightning-thunder of that version (its metadata
+    # only): main's nightly and a release resolve with the overlay; the next nightly, of a main no base has, does not.
+    index = tmp_path / "index"
+    index.mkdir()
+    _fake_wheel(index, "lightning-thunder", version)
+    if sys.version_info < (3, 11):
+        _fake_wheel(index, "tomli", "2.0.1")
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index",
+                           "--find-links", str(index), "--report", str(report), str(wheel),
+                           f"lightning-thunder=={version}"], capture_output=True, text=True)
+    if resolves:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        installs = {item["metadata"]["name"]: item["metadata"]["version"]
+                    for item in json.loads(report.read_text())["install"]}
+        assert installs.get("lightning-thunder") == version and "thunder-overlay" in installs, installs
+    else:
+        assert proc.returncode != 0 and "conflict" in proc.stderr.lower(), proc.stderr[-2000:]
 
 
 def test_installing_the_wheel_where_thunder_runs_installs_nothing_else(wheel, tmp_path):

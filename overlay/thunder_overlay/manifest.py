@@ -89,8 +89,17 @@ def hashes_under(root: Path, paths: list[str]) -> dict[str, str | None]:
     return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() if (root / p).is_file() else None for p in paths}
 
 
+_VERSION = re.compile(r"(\d+(?:\.\d+)*)(?:\.dev(\d+))?")
+
+
 def release_key(release: str) -> tuple:
-    return tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in release.split("."))
+    """Sorts release names as pip orders versions (0.2.6 < 0.2.7.dev0 < 0.2.7.dev20260201 < 0.2.7), and any
+    other name (main@1e22aacb1) after every version."""
+    m = _VERSION.fullmatch(release)
+    if m is None:
+        return (1, (), (), release)
+    dev = (0, int(m.group(2))) if m.group(2) is not None else (1, 0)
+    return (0, tuple(int(x) for x in m.group(1).split(".")), dev, "")
 
 
 def supported_releases(bases: list[Base]) -> list[str]:
