@@ -287,8 +287,13 @@ def plot_ratios(rows: list[Row], path: Path, fail_above: float | None = FAIL_ABO
     ax.set_xscale("log")
     ax.set_xlim(min(seen) / 1.04, max(seen) * 1.04)
     low, high = ax.get_xlim()
-    nice = (0.25, 0.33, 0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.02, 1.05, 1.1, 1.2, 1.3, 1.5, 2, 3, 4, 5, 7, 10)
-    ax.xaxis.set_major_locator(FixedLocator([x for x in nice if low <= x <= high]))
+    # ticks at round ratios, the rounder first, none closer to another than a tenth of the axis (log)
+    nice = (1.0, 2, 0.5, 3, 0.33, 1.5, 0.67, 1.2, 0.8, 5, 0.25, 10, 1.1, 0.9, 1.3, 4, 1.05, 0.95, 1.02, 0.98)
+    gap, ticks = math.log(high / low) / 10, []
+    for x in nice:
+        if low <= x <= high and all(abs(math.log(x / t)) >= gap for t in ticks):
+            ticks.append(x)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylim(-0.6, len(shown) - 0.4)
