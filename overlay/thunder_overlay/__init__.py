@@ -119,12 +119,13 @@ def check_trace(trace, compile_data=None):
     return check(trace, compile_data)
 
 
-def check_traces(jfn):
+def check_traces(jfn, args=None, kwargs=None):
     """check_trace for every prologue, computation and backward trace of the last call of ``jfn``; returns
-    the CheckReport of them all."""
+    the CheckReport of them all. Given the call's ``args`` (and ``kwargs``), also I10 against the program run
+    eagerly on them, outside thunder."""
     from thunder_overlay.checks import check_traces as check
 
-    return check(jfn)
+    return check(jfn, args, kwargs)
 
 
 def __getattr__(name):

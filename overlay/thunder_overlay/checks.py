@@ -180,11 +180,12 @@ def check_trace(trace, compile_data=None) -> CheckReport:
     return check_metadata(trace, compile_data)
 
 
-def check_traces(jfn) -> CheckReport:
+def check_traces(jfn, args: tuple | None = None, kwargs: dict | None = None) -> CheckReport:
     """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward), and the
-    names across them: I9 (``shared_name_violations``), and I10 where ``jfn`` traced inside
-    ``recording_bindings()`` and the check runs inside it too (what the program bound is known only while it
-    traces).
+    names across them: I9 (``shared_name_violations``), and I10: given the call's ``args`` and ``kwargs``,
+    against the program (``thunder.compile_data(jfn).fn``) run eagerly on them, outside thunder
+    (``eager_truth``); otherwise where ``jfn`` traced inside ``recording_bindings()`` and the check runs inside
+    it too, against what the interpreter recorded.
 
     Under thunder.distributed.fsdp, thunder's FSDP pass writes the sharded shape into the parameter proxies
     of the computation trace it transforms, in place; the computation traces kept from before the pass
@@ -216,6 +217,11 @@ def check_traces(jfn) -> CheckReport:
         except TraceCheckError as e:
             raise TraceCheckError(f"trace {i} of {len(traces)}: {e}\n{trace}") from None
     shared, bound = name_violations(jfn)
+    if args is not None:
+        from thunder_overlay import eager_truth
+
+        kwargs = kwargs or {}
+        bound = eager_truth.false_names(jfn, eager_truth.record(compile_data.fn, args, kwargs), args, kwargs)
     report.across = ["I9"] + (["I10"] if bound is not None else [])
     broken = [what for what, found in ((_I9, shared), (_I10, bound)) if found]
     if broken:
