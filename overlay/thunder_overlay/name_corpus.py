@@ -388,6 +388,79 @@ def decorator_reorders(w, x):
     return projected.tanh()
 
 
+def _halves_second(fn):
+    # a decorator that transforms an argument: fn's `b` is the half, never the caller's second tensor
+    @functools.wraps(fn)
+    def wrapper(*args):
+        half = args[1] * 0.5
+        return fn(args[0], half)
+
+    return wrapper
+
+
+def _injects_scale(fn):
+    # a decorator that adds an argument fn's signature names (thunder.jit binds the call by that signature)
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        scale = torch.full_like(args[0], 2.0)
+        return fn(*args, **{**kwargs, "scale": scale})
+
+    return wrapper
+
+
+def _drops_first(fn):
+    # a decorator that drops an argument: the caller's first tensor is not fn's first parameter
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args[1:])
+
+    return wrapper
+
+
+@_halves_second
+def decorator_transforms(a, b):
+    return a + b
+
+
+@_injects_scale
+def decorator_injects(x, w, *, scale=None):
+    projected = x @ w
+    return projected * scale
+
+
+@_drops_first
+def decorator_drops(w, x, bias=None):
+    return (x @ w).tanh()
+
+
+def _never_runs(x, y):
+    return x - y
+
+
+@functools.wraps(_never_runs)
+def wraps_another_function(y, x):
+    # claims _never_runs' signature (x, y), which inspect.signature reports, but binds its own names
+    return y * 2 - x
+
+
+def _scaled(x, w, *, scale):
+    return (x @ w) * scale
+
+
+class _WithNoGradMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @torch.no_grad()
+    def project(self, inputs):
+        return self.lin(inputs)
+
+    def forward(self, x):
+        projected = self.project(x)
+        return projected.relu()
+
+
 def decorated_keywords(x, w):
     # a decorated function called with keywords, in another order than its parameters
     return decorated(w=w, x=x)
@@ -556,6 +629,27 @@ def decorator_stack_inputs():
     return _randn(3, 4), _randn(4, 4, seed=1), _randn(4, seed=2)
 
 
+decorator_transforms_inputs = decorator_transforms_autocast_inputs = helper_rebinds_input_inputs
+decorator_reorders_autocast_inputs = decorator_injects_inputs = partial_program_inputs = helper_rebinds_input_inputs
+decorator_transforms_with_grad = decorator_transforms
+
+
+def decorator_transforms_with_grad_inputs():
+    return (_randn(4, 4, requires_grad=True), _randn(4, 4, requires_grad=True, seed=1))
+
+
+def decorator_drops_inputs():
+    return (_randn(4, 4), _randn(4, 4, seed=1), _randn(4, 4, seed=2))
+
+
+decorator_drops_autocast_inputs = decorator_drops_inputs
+wraps_another_function_inputs = helper_rebinds_input_inputs
+
+
+def method_no_grad_inputs():
+    return (_randn(2, 4),)
+
+
 def through_a_list_inputs():
     return (_randn(2, 3),)
 
@@ -625,6 +719,11 @@ _BUILT = {
     "autocast_chain": lambda: _autocast(_reproducer("autocast_chain").f),
     "autocast_seed": lambda: _autocast(_reproducer("seed_283_autocast").h),
     "seed_946_round_trip": _seed_946_round_trip,
+    "decorator_transforms_autocast": lambda: _autocast(decorator_transforms),
+    "decorator_reorders_autocast": lambda: _autocast(decorator_reorders),
+    "decorator_drops_autocast": lambda: _autocast(decorator_drops),
+    "partial_program": lambda: functools.partial(_scaled, scale=3.0),
+    "method_no_grad": _WithNoGradMethod,
     "llama2_like": lambda: _litgpt("llama2-like"),
     "gpt_neox_like": lambda: _litgpt("gpt-neox-like"),
     "pythia_14m": lambda: _litgpt("pythia-14m"),
@@ -676,6 +775,16 @@ PROGRAMS = (
     "decorator_stack",
     "decorator_reorders",
     "decorated_keywords",
+    "decorator_transforms",
+    "decorator_transforms_with_grad",
+    "decorator_transforms_autocast",
+    "decorator_reorders_autocast",
+    "decorator_injects",
+    "decorator_drops",
+    "decorator_drops_autocast",
+    "wraps_another_function",
+    "partial_program",
+    "method_no_grad",
     "through_a_list",
     "through_a_dict",
     "tuple_input",
