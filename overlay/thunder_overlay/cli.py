@@ -115,7 +115,7 @@ def _names(args) -> int:
     from thunder_overlay import names
 
     return names.main(args.targets or names.corpus_targets(), thunderfx=args.thunderfx, show_traces=args.traces,
-                      as_json=args.json)
+                      as_json=args.json, timeout=args.timeout)
 
 
 def _add_names(sub) -> None:
@@ -129,13 +129,18 @@ def _add_names(sub) -> None:
         "or a dict with 'args' and 'kwargs'. Without targets, runs the overlay's corpus. Targets are checked before "
         "any process starts. Exit status 0 when no value is lost; 1 when the overlay loses a name stock gives, or "
         "fails on a program stock compiles; 2 for a malformed target (missing file, no such NAME, no inputs) or "
-        "when the overlay side would not run patched; 3 when a program fails under stock thunder too.",
+        "when a side did not run as it should (the overlay side would not run patched); 3 when a program fails "
+        "under stock thunder too (an exception, or the program's own sys.exit); 4 when a side ran past --timeout.",
     )
     p.add_argument("targets", nargs="*", metavar="TARGET", help="FILE.py:NAME or package.module:NAME (default: the corpus)")
     p.add_argument("--thunderfx", action="store_true", help="compile with torch.compile(backend=ThunderCompiler())")
     p.add_argument("--traces", action="store_true", help="also print both traces' names side by side")
     p.add_argument("--json", action="store_true", help="print one JSON object (per program: names, lost, errors) "
                    "instead of the table, for CI")
+    from thunder_overlay.config import NAMES_TIMEOUT_S
+
+    p.add_argument("--timeout", type=float, default=NAMES_TIMEOUT_S, metavar="SECONDS",
+                   help="how long each side's process may run (default %(default)g)")
     p.set_defaults(func=_names)
 
 

@@ -14,6 +14,8 @@ SWITCH = "THUNDER_OVERLAY"
 PATCHES_ENV = "THUNDER_OVERLAY_PATCHES"
 BASE_ENV = "THUNDER_OVERLAY_BASE"
 MANIFEST = "manifest.toml"
+# How long each side of `thunder-overlay names` may run by default (--timeout): the corpus takes minutes
+NAMES_TIMEOUT_S = 1800
 
 # The series ship inside the package: a link to the top-level patches/ in a checkout, a folder in the wheel.
 _PACKAGED_PATCHES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,7 @@ from pathlib import Path
 from thunder_overlay import config, equivalence
 
 CORPUS = "thunder_overlay.name_corpus"
-_MARK = "@@names "
+TIMEOUT_S = config.NAMES_TIMEOUT_S
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -218,7 +219,10 @@ def trace_record(trace, capture: _BindingCapture) -> dict:
     return described
 
 
-def child_main(targets: list[str], thunderfx: bool = False) -> None:
+def child_main(targets: list[str], thunderfx: bool = False, report: str | None = None) -> None:
+    """Jit every target; write the records, one JSON object a line, to the file ``report``: first this side's
+    state, then one per target, then thunder's local names. Never to stdout or stderr, which the program owns:
+    what it prints there cannot pass for a record. A program that exits (``sys.exit``) is a result."""
     import traceback
     import warnings
 
@@ -228,17 +232,35 @@ def child_main(targets: list[str], thunderfx: bool = False) -> None:
 
     status = thunder_overlay.status()
     state, patches = status["state"], status.get("patches") or []
-    internal = None
-    for target in targets:
-        try:
-            result = {"ok": True, **record(target, thunderfx)}
-        except Exception as e:  # a program stock thunder cannot compile is a result, not a tool failure
-            result = {"ok": False, "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
-                      "traceback": traceback.format_exc()[-2000:]}
-        if internal is None:
-            internal = sorted(_thunder_local_names())
-        print(_MARK + json.dumps({"target": target, "state": state, "patches": patches, **result}), flush=True)
-    print(_MARK + json.dumps({"thunder_locals": internal or []}), flush=True)
+    with open(report, "w", encoding="utf-8") as out:
+        def send(record_: dict) -> None:
+            out.write(json.dumps(record_) + "\n")
+            out.flush()
+
+        send({"side": {"state": state, "patches": patches}})
+        internal = None
+        for target in targets:
+            try:
+                result = {"ok": True, **record(target, thunderfx)}
+            except (Exception, SystemExit) as e:  # a program stock thunder cannot compile is a result, not a tool failure
+                result = {"ok": False, "error": _failure(e), "traceback": traceback.format_exc()[-2000:]}
+            if internal is None:
+                internal = sorted(_thunder_local_names())
+            send({"target": target, "state": state, "patches": patches, **result})
+        send({"thunder_locals": internal or []})
+
+
+def _failure(error: BaseException) -> str:
+    """One line for a program that failed: the exception, or, where the program called ``sys.exit`` (the jit
+    wraps it in an InterpreterError), its exit status as the shell would report it."""
+    cause = error
+    while cause is not None and not isinstance(cause, SystemExit):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return f"{type(error).__name__}: {error}".splitlines()[0][:300]
+    if cause.code is None or isinstance(cause.code, int):
+        return f"the program exited with status {cause.code or 0} (sys.exit)"
+    return f"the program exited with status 1 (sys.exit): {str(cause.code)[:300]}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -279,10 +301,20 @@ def target_error(target: str) -> str | None:
         return f"{target!r} is not FILE.py:NAME or package.module:NAME"
     if location.endswith(".py"):
         path = Path(location)
-        if not path.is_file():
+        try:
+            mode = path.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
             return f"{target}: no such file: {location}"
+        except OSError as e:
+            return f"{target}: cannot read {location}: {e.strerror}"
+        if stat.S_ISDIR(mode):
+            return f"{target}: {location} is a folder, not a Python file"
+        if not stat.S_ISREG(mode):
+            return f"{target}: {location} is not a regular file"
         try:
             defined = _top_level_names(path)
+        except OSError as e:
+            return f"{target}: cannot read {location}: {e.strerror}"
         except (SyntaxError, ValueError, UnicodeDecodeError) as e:
             return f"{target}: {location} does not parse: {e}"
         if defined is not None:
@@ -423,10 +455,14 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
 HASH_SEED = "0"
 
 
-def _overlay_side_state() -> str:
+def _overlay_side_state(timeout: float = TIMEOUT_S) -> str:
     code = "import thunder_overlay; print(thunder_overlay.status(import_thunder=False)['state'])"
     env = dict(os.environ, THUNDER_OVERLAY="1")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              errors="backslashreplace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"unknown: the status process did not finish within {timeout} s"
     return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else (
         f"unknown: {proc.stderr.strip()[-300:]}")
 
@@ -466,8 +502,12 @@ def order_only_series(folder: Path) -> Path | None:
     return folder
 
 
-def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout: int = 3600,
+def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout: float = TIMEOUT_S,
              stock_patches: Path | None = None) -> tuple[dict, set]:
+    """Run one side's process: ({target: record}, thunder's local names). A target the process did not report
+    (it exited, crashed or ran past ``timeout`` seconds first) gets a failed record that says so (``ended``,
+    ``timed_out``). The program's stdout is discarded and its stderr kept for that message: the records come
+    through a file of their own."""
     env = dict(os.environ, THUNDER_OVERLAY="1" if overlay else "0", PYTHONWARNINGS="ignore")
     if not overlay and stock_patches is not None:
         # its own bytecode cache, so that the user's cached patched module stays the full series'
@@ -476,21 +516,49 @@ def run_side(targets: list[str], overlay: bool, thunderfx: bool = False, timeout
     env.setdefault("PYTHONHASHSEED", HASH_SEED)
     if env["PYTHONHASHSEED"] == "random":
         env["PYTHONHASHSEED"] = HASH_SEED
-    code = "import sys; from thunder_overlay import names; names.child_main(sys.argv[2:], sys.argv[1] == '1')"
-    proc = subprocess.run([sys.executable, "-c", code, "1" if thunderfx else "0", *targets], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    results, thunder_locals = {}, set()
-    for line in proc.stdout.splitlines():
-        if line.startswith(_MARK):
-            record_ = json.loads(line[len(_MARK):])
-            if "thunder_locals" in record_:
-                thunder_locals = set(record_["thunder_locals"])
-            else:
-                results[record_["target"]] = record_
+    side = "overlay" if overlay else "stock"
+    code = "import sys; from thunder_overlay import names; names.child_main(sys.argv[3:], sys.argv[1] == '1', sys.argv[2])"
+    with tempfile.TemporaryDirectory(prefix=f"thunder-overlay-names-{side}-") as tmp:
+        report, errors = os.path.join(tmp, "records.jsonl"), os.path.join(tmp, "stderr")
+        timed_out = False
+        with open(errors, "wb") as stderr:
+            try:
+                proc = subprocess.run([sys.executable, "-c", code, "1" if thunderfx else "0", report, *targets],
+                                      env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                      timeout=timeout)
+                ended = f"the {side} process exited with status {proc.returncode}"
+            except subprocess.TimeoutExpired:
+                timed_out, ended = True, f"the {side} process did not finish within {timeout:g} s (--timeout)"
+        tail = Path(errors).read_bytes()[-500:].decode("utf-8", "backslashreplace").strip()
+        records = _read_records(report)
+    results, thunder_locals, side_state = {}, set(), {}
+    for record_ in records:
+        if "side" in record_:
+            side_state = record_["side"]
+        elif "thunder_locals" in record_:
+            thunder_locals = set(record_["thunder_locals"])
+        elif "target" in record_:
+            results[record_["target"]] = record_
     for target in targets:
-        results.setdefault(target, {"ok": False, "state": "?", "error": f"the {'overlay' if overlay else 'stock'} "
-                                    f"process exited {proc.returncode}: {proc.stderr.strip()[-500:]}"})
+        results.setdefault(target, {"ok": False, "state": side_state.get("state", "?"), "timed_out": timed_out,
+                                    "patches": side_state.get("patches", []), "ended": ended,
+                                    "error": f"{ended} before reporting this program" + (f": {tail}" if tail else "")})
     return results, thunder_locals
+
+
+def _read_records(path: str) -> list[dict]:
+    """The JSON records a side's process wrote (a last line cut short by a killed process is left out)."""
+    records = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return [r for r in records if isinstance(r, dict)]
 
 
 def corpus_targets() -> list[str]:
@@ -539,7 +607,8 @@ def _violation_counts(comparisons: list[Comparison]) -> dict[str, int]:
     return {key: sum(len(getattr(c, key)) for c in comparisons) for key in ("i9", "i10", "stock_i9", "stock_i10")}
 
 
-def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False) -> tuple[dict, set, dict]:
+def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False,
+             timeout: float = TIMEOUT_S) -> tuple[dict, set, dict]:
     """Both sides at once: (stock's records, stock's thunder locals, the overlay's records)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -549,15 +618,21 @@ def run_both(targets: list[str], thunderfx: bool = False, announce: bool = False
             print(f"names: {len(targets)} program(s), stock ("
                   + ("with only the series' module-order patch, so that both sides trace one program" if order else
                      "THUNDER_OVERLAY=0") + ") and overlay, one process each", flush=True)
-        stock_future = pool.submit(run_side, targets, False, thunderfx, stock_patches=order)
-        overlay_future = pool.submit(run_side, targets, True, thunderfx)
+        stock_future = pool.submit(run_side, targets, False, thunderfx, timeout, stock_patches=order)
+        overlay_future = pool.submit(run_side, targets, True, thunderfx, timeout)
         (stock, stock_locals), (overlay, _) = stock_future.result(), overlay_future.result()
     return stock, stock_locals, overlay
 
 
-def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False, as_json: bool = False) -> int:
+# Exit status when a side ran past --timeout (nothing is compared: the other codes are the README's)
+TIMED_OUT = 4
+
+
+def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False, as_json: bool = False,
+         timeout: float = TIMEOUT_S) -> int:
     """0: no value lost; 1: the overlay lost a name stock gives, broke I9 or I10, or failed where stock ran; 2: a
-    target is malformed, or a side did not run as it should; 3: a program fails under both (nothing compared)."""
+    target is malformed, or a side did not run as it should; 3: a program fails under both (nothing compared);
+    4: a side ran past ``timeout`` seconds."""
     errors = [e for e in map(target_error, targets) if e]
     if errors:
         for error in errors:
@@ -569,16 +644,21 @@ def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False,
         print(f"the overlay side would not run patched (state {ahead}); see `THUNDER_OVERLAY=1 thunder-overlay status`",
               file=sys.stderr)
         return 2
-    stock, stock_locals, overlay = run_both(targets, thunderfx, announce=not as_json)
+    stock, stock_locals, overlay = run_both(targets, thunderfx, announce=not as_json, timeout=timeout)
+    late = [r["ended"] for r in (*stock.values(), *overlay.values()) if r.get("timed_out")]
+    if late:
+        print(f"thunder-overlay names: {late[0]}; nothing compared. A longer --timeout, or fewer programs at a "
+              "time.", file=sys.stderr)
+        return TIMED_OUT
     stock_states = {r.get("state") for r in stock.values()}
     if stock_states - {"disabled", *config.PATCHED_STATES}:
-        print(f"the stock side did not run as stock with the order patch (state {', '.join(sorted(map(str, stock_states)))})",
-              file=sys.stderr)
+        print(f"the stock side did not run as stock with the order patch (state {', '.join(sorted(map(str, stock_states)))})"
+              + _first_error(stock), file=sys.stderr)
         return 2
     states = {r.get("state") for r in overlay.values()}
     if not states <= set(config.PATCHED_STATES):
         print(f"the overlay side did not run patched (state {', '.join(sorted(map(str, states)))}); "
-              "see `thunder-overlay status`", file=sys.stderr)
+              "see `thunder-overlay status`" + _first_error(overlay), file=sys.stderr)
         return 2
     comparisons = [compare(target, stock[target], overlay[target], stock_locals) for target in targets]
     status = 1 if any(c.violations for c in comparisons) else 3 if any(c.both_failed for c in comparisons) else 0
@@ -599,6 +679,12 @@ def main(targets: list[str], thunderfx: bool = False, show_traces: bool = False,
         if not stock[target]["ok"] and overlay[target]["ok"]:
             print(f"note: stock failed on {target}: {stock[target]['error']}")
     return status
+
+
+def _first_error(records: dict) -> str:
+    """The first failure of a side whose state is unknown (its process ended before saying it), for a message."""
+    unknown = [r["error"] for r in records.values() if r.get("state") == "?" and r.get("error")]
+    return f": {unknown[0]}" if unknown else ""
 
 
 def _print_side_by_side(target: str, stock: dict, overlay: dict) -> None:
