@@ -104,12 +104,13 @@ def test_entry_is_trusted_by_its_key_not_by_its_name(tmp_path):
 
 
 def _drop_permission_override():
-    """Root writes into any folder; a child of root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (dropped
-    from its bounding set, so the exec'd interpreter never gets them) obeys the folder's mode."""
+    """Root writes into any folder; a child of root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH / CAP_FOWNER
+    (dropped from its bounding set, so the exec'd interpreter never gets them) obeys the folder's mode and its
+    sticky bit."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    for capability in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
         if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 

@@ -22,8 +22,10 @@ and ``-B``, which keep ``.pyc`` files from being written beside sources, do not 
 THUNDER_OVERLAY_CACHE=0 turns it off (neither read nor written). Entries are written atomically (a
 ``mkstemp`` file in the cache folder, then ``os.replace``); a write removes temporary files older than a day
 that killed writers left. A missing, unreadable, read-only or corrupt entry or folder is ignored: the
-overlay then patches as if there were no cache. Without a cache folder (no THUNDER_OVERLAY_CACHE_DIR,
-XDG_CACHE_HOME or home directory: a container running an arbitrary uid) the cache is off.
+overlay then patches as if there were no cache; so is a folder at the entry's path (status says so), and
+no cache problem raises. Without a cache folder (no absolute THUNDER_OVERLAY_CACHE_DIR or XDG_CACHE_HOME,
+no home directory: a container running an arbitrary uid) the cache is off. ``clear`` removes entries only
+inside the folder, never what a link points to.
 """
 
 from __future__ import annotations
@@ -46,15 +48,28 @@ FORMAT = b"thunder-overlay bytecode cache 4\n"
 NO_CACHE_DIR_REASON = f"no cache folder: set {DIR_ENV}, XDG_CACHE_HOME or HOME"
 
 
+# THUNDER_OVERLAY_CACHE's accepted values: THUNDER_OVERLAY's that mean on or off
+SWITCH_VALUES = {value: mode for value, mode in config.MODES.items() if mode in ("on", "off")}
+
+
 def switched_off() -> bool:
-    return config.MODES.get(os.environ.get(SWITCH_ENV, "").strip().lower()) == "off"
+    value = os.environ.get(SWITCH_ENV, "").strip().lower()
+    if value not in SWITCH_VALUES:
+        accepted = ", ".join(repr(v) for v in SWITCH_VALUES if v) + " (unset means on)"
+        _warn_once(config.unknown_value(SWITCH_ENV, os.environ.get(SWITCH_ENV), accepted, "The cache stays on."))
+    return SWITCH_VALUES.get(value) == "off"
 
 
 def cache_dir() -> str | None:
-    """The cache folder; None when there is none to use (no home directory and no variable names one)."""
+    """The cache folder; None when there is none to use (no home directory and no variable names one). A
+    relative THUNDER_OVERLAY_CACHE_DIR is ignored, with one warning, as XDG's rule ignores a relative
+    XDG_CACHE_HOME: it would name another folder in every working directory."""
     override = os.environ.get(DIR_ENV)
-    if override:
+    if override and os.path.isabs(override):
         return override
+    if override:
+        _warn_once(f"thunder-overlay: {DIR_ENV}={override!r} is ignored: not an absolute path (as a relative "
+                   "XDG_CACHE_HOME is ignored).")
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
         return os.path.join(xdg, "thunder-overlay")
@@ -77,13 +92,18 @@ def _unsafe(folder: str) -> str | None:
         problem = f"{folder} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
     else:
         return None
-    if problem not in _warned:
-        _warned.add(problem)
-        config.warn(f"thunder-overlay: the bytecode cache is off: {problem}. Set {DIR_ENV} to a folder of your own.")
+    _warn_once(f"thunder-overlay: the bytecode cache is off: {problem}. Set {DIR_ENV} to a folder of your own.")
     return problem
 
 
 _warned: set = set()
+
+
+def _warn_once(message: str) -> None:
+    """Warn once per process (the cache's settings are read at every look-up)."""
+    if message not in _warned:
+        _warned.add(message)
+        config.warn(message)
 
 
 def entry_path(thunder_path: str) -> Path | None:
@@ -93,7 +113,9 @@ def entry_path(thunder_path: str) -> Path | None:
 
 def _path_in(folder: str, thunder_path: str) -> Path:
     tag = sys.implementation.cache_tag or "python"
-    name = hashlib.sha256(f"{thunder_path}\0{tag}\0{sys.flags.optimize}".encode()).hexdigest()[:24]
+    # surrogatepass: a path that is not valid UTF-8 (its bytes decoded with surrogateescape) has an entry too
+    key = f"{thunder_path}\0{tag}\0{sys.flags.optimize}".encode("utf-8", "surrogatepass")
+    name = hashlib.sha256(key).hexdigest()[:24]
     return Path(folder) / f"thunder-{tag}-{name}.bin"
 
 
@@ -304,7 +326,16 @@ def write(thunder_path: str, entry: Entry) -> str:
     off = off_reason()
     if off:
         return f"off ({off})"
-    path = _path_in(cache_dir(), thunder_path)
+    try:
+        return _write(_path_in(cache_dir(), thunder_path), entry)
+    except Exception as e:  # a cache problem never refuses the patch
+        return f"not written ({type(e).__name__}: {e})"
+
+
+def _write(path: Path, entry: Entry) -> str:
+    if os.path.isdir(path) and not os.path.islink(path):
+        return (f"not written: {path} is a folder, not an entry: every import patches from the series until it "
+                "is removed (`thunder-overlay cache --clear` removes it when empty)")
     codes = [marshal.dumps(code) for _, _, code in entry.files]
     texts = [text(t) if isinstance(t, Text) else t for _, t, _ in entry.files]  # an entry read back: its texts
     if None in texts:
@@ -342,7 +373,8 @@ def write(thunder_path: str, entry: Entry) -> str:
 
 def listing() -> tuple[str | None, str | None, list[dict]]:
     """(the cache folder, why the cache is off or None, one dict per entry and left temporary file in it:
-    path, bytes, modified (epoch seconds), thunder (the package path it was made for) or problem)."""
+    path, bytes, modified (epoch seconds), thunder (the package path it was made for) or problem). Raises
+    OSError when the folder cannot be read."""
     folder, off, found = cache_dir(), off_reason(), []
     if folder is None or not os.path.isdir(folder):
         return folder, off, found
@@ -350,9 +382,14 @@ def listing() -> tuple[str | None, str | None, list[dict]]:
         names = sorted(e.name for e in scan if e.name.startswith("thunder-") and e.name.endswith((".bin", ".tmp")))
     for name in names:
         path = Path(folder) / name
-        st = os.lstat(path)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:  # removed meanwhile (a writer's temporary file, another --clear)
+            continue
         item = {"path": str(path), "bytes": st.st_size, "modified": st.st_mtime, "thunder": None, "problem": None}
-        if name.endswith(".tmp"):
+        if stat.S_ISDIR(st.st_mode):
+            item["problem"] = "a folder, not an entry: the cache cannot be written while it is here"
+        elif name.endswith(".tmp"):
             item["problem"] = "a temporary file (a writer at work, or killed)"
         else:
             try:
@@ -365,14 +402,38 @@ def listing() -> tuple[str | None, str | None, list[dict]]:
     return folder, off, found
 
 
-def clear() -> list[str]:
-    """Remove every entry and temporary file of the cache folder; returns their paths."""
+def clear() -> tuple[list[str], list[tuple[str, str]]]:
+    """Remove every entry and temporary file of the cache folder: (the paths removed, [(path, why it was
+    left)]). Nothing outside the folder is touched: a link is removed, never followed; a folder named like an
+    entry is removed only when empty. Raises OSError when the folder cannot be read."""
     _, _, found = listing()
-    removed = []
+    removed, left = [], []
     for item in found:
+        path = item["path"]
         try:
-            os.unlink(item["path"])
-            removed.append(item["path"])
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+            removed.append(path)
         except FileNotFoundError:
             pass
-    return removed
+        except OSError as e:
+            left.append((path, _why_left(path, e)))
+    return removed, left
+
+
+def _why_left(path: str, error: OSError) -> str:
+    import errno
+
+    if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
+        return "a folder, not an entry, and not empty: remove it yourself if nothing in it is yours to keep"
+    try:
+        owner = os.lstat(path).st_uid
+    except OSError:
+        owner = None
+    if hasattr(os, "geteuid") and owner not in (None, os.geteuid()):
+        return f"it belongs to another user (uid {owner}): {error.strerror}"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"the cache folder does not let you remove it: {error.strerror}"
+    return f"{type(error).__name__}: {error.strerror or error}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 
@@ -20,6 +21,7 @@ def _status(args) -> int:
     from thunder_overlay import config
 
     report = thunder_overlay.status(import_thunder=not args.no_import)
+    changed = _verify_files(report) if args.verify else []
     if args.json:
         print(json.dumps(report))
     else:
@@ -36,7 +38,35 @@ def _status(args) -> int:
                     print(f"  {key:<17} {value}")
             elif key != "state" and value not in (None, [], False):
                 print(f"  {key:<17} {', '.join(value) if isinstance(value, list) else value}")
-    return 0 if report["state"] in (*config.PATCHED_STATES, *config.READY_STATES, "disabled") else 1
+        if report["files"] and not args.verify and (report["bytecode_cache"] or "").startswith("hit"):
+            print(f"  {'sha256':<17} {TRUSTED_BY_STAMP}")
+    for file in changed:
+        print(f"thunder-overlay status --verify: {file['path']} has sha256 {file['sha256_now']}, not the "
+              f"{file['sha256']} reported: it changed after the decision, keeping its size and modification time. "
+              "The code that runs was made from the earlier bytes; `thunder-overlay cache --clear` makes the next "
+              "import decide from the bytes on disk.", file=sys.stderr)
+    ok = report["state"] in (*config.PATCHED_STATES, *config.READY_STATES, "disabled")
+    return 0 if ok and not changed else 1
+
+
+# What a cache hit means for the sha256 that status reports: the files were not read
+TRUSTED_BY_STAMP = ("from the cache entry, trusted because each file's size and modification time are those "
+                    "recorded, as a .pyc trusts its source; --verify hashes the files")
+
+
+def _verify_files(report: dict) -> list[dict]:
+    """Hash every file the report lists; each gets ``sha256_now`` (None: unreadable) and ``verified`` (the
+    same as the reported sha256). The files whose bytes differ from the report."""
+    import hashlib
+
+    for file in report["files"]:
+        try:
+            with open(file["path"], "rb") as f:
+                file["sha256_now"] = hashlib.sha256(f.read()).hexdigest()
+        except (OSError, TypeError):  # TypeError: no path (a file missing from thunder)
+            file["sha256_now"] = None
+        file["verified"] = file["sha256_now"] == file["sha256"]
+    return [f for f in report["files"] if not f["verified"]]
 
 
 def _file_line(file: dict) -> str:
@@ -57,11 +87,15 @@ def _add_status(sub) -> None:
         description="Import thunder (through the overlay) and print the overlay's state and why: the state, "
         "how thunder is installed, its release, each file the series changes (its sha256, whether that is the "
         "base's, whether it runs patched), the series and patches applied, the bytecode cache, and the reason "
-        "when nothing was patched. Exit status 0 when patched (or switched off), 1 otherwise.",
+        "when nothing was patched. A file's sha256 comes from the cache entry when its size and modification "
+        "time are those recorded (as a .pyc trusts its source); --verify hashes every file. Exit status 0 when "
+        "patched, ready or switched off; 1 otherwise, or when --verify finds a file whose bytes differ.",
     )
     p.add_argument("--no-import", action="store_true",
                    help="do not import thunder; report what importing it would do (state 'ready' when it would patch)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (the dict thunder_overlay.status() returns)")
+    p.add_argument("--verify", action="store_true", help="hash every file the report lists and compare with its "
+                   "reported sha256 (each file gets sha256_now and verified)")
     p.set_defaults(func=_status)
 
 
@@ -149,11 +183,19 @@ def _cache(args) -> int:
 
     from thunder_overlay import bytecode_cache
 
+    try:
+        if args.clear:
+            removed, left = bytecode_cache.clear()
+        else:
+            folder, off, found = bytecode_cache.listing()
+    except OSError as e:
+        print(f"thunder-overlay cache: cannot read the cache folder: {e}", file=sys.stderr)
+        return 1
     if args.clear:
-        removed = bytecode_cache.clear()
         print(f"removed {len(removed)} file(s)" + "".join(f"\n  {p}" for p in removed))
-        return 0
-    folder, off, found = bytecode_cache.listing()
+        if left:
+            print(f"left {len(left)}:" + "".join(f"\n  {p}: {why}" for p, why in left), file=sys.stderr)
+        return 1 if left else 0
     if args.json:
         print(json.dumps({"folder": folder, "off": off, "entries": found}))
         return 0
@@ -173,9 +215,11 @@ def _add_cache(sub) -> None:
         help="show or clear the bytecode cache",
         description="Print the bytecode cache folder and each entry in it (size, date, the thunder installation it "
         "was made for, or why it is not usable). Entries outlive an uninstall of the overlay: --clear removes "
-        "them. Each is remade at the next import of thunder.",
+        "them. Each is remade at the next import of thunder. Exit status 0; 1 when the folder cannot be read, or "
+        "--clear left something (it says what and why).",
     )
-    p.add_argument("--clear", action="store_true", help="remove every entry (and left temporary file)")
+    p.add_argument("--clear", action="store_true", help="remove every entry (and left temporary file); nothing "
+                   "outside the cache folder is touched (a link is removed, not followed)")
     p.add_argument("--json", action="store_true", help="print the folder and entries as JSON")
     p.set_defaults(func=_cache)
 
@@ -201,10 +245,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# 128 + SIGPIPE: what a shell reports for a command killed by a closed pipe (`cat big | head -c1`)
+BROKEN_PIPE = 141
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=THUNDER_IMPORT_NOISE)
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    for stream in (sys.stdout, sys.stderr):  # a path that is not valid UTF-8 prints escaped, never raises
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    try:
+        args = build_parser().parse_args(argv)
+        status = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a reader that went away is seen here
+    except BrokenPipeError:
+        # The reader of the output went away (`| head -c1`): stop quietly, as other command-line tools do.
+        # What is still buffered goes to /dev/null, so that the interpreter's flush at exit cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):
+                pass
+        return BROKEN_PIPE
+    except KeyboardInterrupt:
+        print("thunder-overlay: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    return status
 
 
 if __name__ == "__main__":

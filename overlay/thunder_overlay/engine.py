@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from thunder_overlay import bytecode_cache, config, locate
-from thunder_overlay.config import BASE_ENV, OverlayRefusal
+from thunder_overlay.config import OverlayRefusal
 
 # manifest, patching and patchset are imported only when the series must be read: not for a warm cache entry.
 
@@ -167,7 +167,7 @@ def plan(locator: locate.Locator, thunder_spec) -> Plan:
     compile them all in memory, or say why not; never raises."""
     directory, override = config.patches_dir()
     directory = Path(directory)
-    switch = os.environ.get(BASE_ENV, "").strip() or None
+    switch = config.base_switch(str(directory))
     thunder_path = os.path.dirname(thunder_spec.origin) if thunder_spec.origin else \
         list(thunder_spec.submodule_search_locations)[0]
     result = Plan(state="refused", thunder_path=thunder_path, patches_dir=str(directory), patches_override=override,
