@@ -443,6 +443,12 @@ def wraps_another_function(y, x):
     return y * 2 - x
 
 
+def _matmul_the_other_way(b, a):
+    # parameters named like the autocast matmul rule's (a, b), in the other order: stock names the inputs after
+    # the rule's locals, so the program's `b` becomes `a`
+    return b @ a
+
+
 def _scaled(x, w, *, scale):
     return (x @ w) * scale
 
@@ -643,7 +649,7 @@ def decorator_drops_inputs():
 
 
 decorator_drops_autocast_inputs = decorator_drops_inputs
-wraps_another_function_inputs = helper_rebinds_input_inputs
+wraps_another_function_inputs = autocast_rule_names_inputs = helper_rebinds_input_inputs
 
 
 def method_no_grad_inputs():
@@ -723,6 +729,7 @@ _BUILT = {
     "decorator_reorders_autocast": lambda: _autocast(decorator_reorders),
     "decorator_drops_autocast": lambda: _autocast(decorator_drops),
     "partial_program": lambda: functools.partial(_scaled, scale=3.0),
+    "autocast_rule_names": lambda: _autocast(_matmul_the_other_way),
     "method_no_grad": _WithNoGradMethod,
     "llama2_like": lambda: _litgpt("llama2-like"),
     "gpt_neox_like": lambda: _litgpt("gpt-neox-like"),
@@ -782,6 +789,7 @@ PROGRAMS = (
     "decorator_injects",
     "decorator_drops",
     "decorator_drops_autocast",
+    "autocast_rule_names",
     "wraps_another_function",
     "partial_program",
     "method_no_grad",

@@ -9,9 +9,11 @@ program bound it to, in binding order (frames of thunder's own modules bind noth
 after one of its bindings by the overlay too, the same one or an earlier one that stock could not use.
 
 Both sides also check every jit for I9 (a value the traces of one jit pass one to another has one name in all of
-them) and I10 (a proxy named after a variable of the program holds the value the program bound to it), with
-``checks.name_violations`` and the binding recorder of ``checks.recording_bindings``. The overlay's violations
-fail the run as a lost name does; stock's are reported.
+them), with ``checks.name_violations``, and I10 (a proxy named after a variable of the program holds the value the
+program bound to it) against ``eager_truth``: the program run eagerly, outside thunder, before it is jitted, so
+that no record of the interpreter under test is the truth (ThunderFX aside, which still uses the binding recorder).
+A name is "gained" only where that check does not find it false. The overlay's violations fail the run as a lost
+name does; stock's are reported.
 
 A target is ``path/to/file.py:NAME`` or ``package.module:NAME``: the function or ``torch.nn.Module`` to jit.
 The file provides its inputs as ``NAME_inputs`` (or ``inputs``): a callable returning a tuple of positional
@@ -173,8 +175,10 @@ def _thunder_local_names() -> set[str]:
     return names
 
 
-def jit_target(target: str, thunderfx: bool = False) -> list:
-    """Load a target, compile it as it asks (thunder.jit, or ThunderFX), call it once; the jitted functions."""
+def jit_target(target: str, thunderfx: bool = False, eager_truth=None) -> list:
+    """Load a target, compile it as it asks (thunder.jit, or ThunderFX), call it once; the jitted functions.
+    With ``eager_truth`` (a list), each thunder.jit first runs the program eagerly, recording what its frames bound,
+    and after its call gets the I10 violations that run shows appended (``eager_truth.false_names``)."""
     import thunder
     import torch
 
@@ -186,8 +190,17 @@ def jit_target(target: str, thunderfx: bool = False) -> list:
         backend = ThunderCompiler()
         torch.compile(program, backend=backend)(*args, **kwargs)
         return [f for info in backend.subgraph_infos for f in (info.thunder_compiled_fns or ())]
+    if eager_truth is not None:
+        from thunder_overlay import eager_truth as truth
+
+        try:
+            eager = truth.record(program, args, kwargs)
+        except Exception as e:  # a program only thunder runs (a trace's python_callable): no truth to check against
+            eager = f"I10 unchecked: the program fails when run eagerly ({type(e).__name__}: {e})".splitlines()[0]
     jfn = thunder.jit(program)
     jfn(*args, **kwargs)
+    if eager_truth is not None:
+        eager_truth.append(eager if isinstance(eager, str) else truth.false_names(jfn, eager, args, kwargs))
     return [jfn]
 
 
@@ -199,12 +212,18 @@ def record(target: str, thunderfx: bool = False) -> dict:
     from thunder_overlay import checks
 
     capture = _BindingCapture()
+    eager: list[list[str]] = []
     with checks.recording_bindings() as recorder:
-        jfns = jit_target(target, thunderfx)
+        jfns = jit_target(target, thunderfx, eager_truth=eager)
     traces = []
-    for jfn in jfns:
+    for k, jfn in enumerate(jfns):
         described = trace_record(thunder.last_traces(jfn)[0], capture)
-        described["i9"], described["i10"] = checks.name_violations(jfn, recorder)
+        described["i9"], recorded = checks.name_violations(jfn, recorder)
+        # I10's truth is the eager run of the program, never what the interpreter under test recorded. Under ThunderFX
+        # (no eager run: thunder gets dynamo's graphs, called with their inputs) it is still the recorder's
+        described["i10"] = eager[k] if k < len(eager) else [v for v in recorded or [] if v]
+        if isinstance(described["i10"], str):
+            described["i10_unchecked"], described["i10"] = described["i10"][:200], []
         traces.append(described)
     return {"traces": traces}
 
@@ -350,6 +369,7 @@ class Comparison:
     i10: list[str] = field(default_factory=list)
     stock_i9: list[str] = field(default_factory=list)
     stock_i10: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # the overlay's jits whose I10 could not be checked, and why
 
     @property
     def violations(self) -> int:
@@ -361,7 +381,7 @@ class Comparison:
                 "stock_named": self.stock_named, "overlay_named": self.overlay_named, "kept": self.kept,
                 "lost": self.lost + self.later, "earlier": self.earlier, "gained": self.gained,
                 "internal": self.internal, "i9": self.i9, "i10": self.i10,
-                "stock_i9": self.stock_i9, "stock_i10": self.stock_i10}
+                "stock_i9": self.stock_i9, "stock_i10": self.stock_i10, "i10_unchecked": self.unchecked}
 
 
 def _lines(described: dict) -> list[list]:
@@ -402,6 +422,7 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
     result = Comparison(target)
     result.stock_i9, result.stock_i10, _ = _name_violations(stock)
     result.i9, result.i10, i10_checked = _name_violations(overlay)
+    result.unchecked = [t["i10_unchecked"] for t in overlay.get("traces") or [] if t.get("i10_unchecked")]
     if overlay["ok"] and not i10_checked:
         result.error = "the overlay side did not record the program's bindings of a jit (I10 unchecked)"
         return result
@@ -421,6 +442,9 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
         result.error = f"stock jitted {len(stock['traces'])} programs, the overlay {len(overlay['traces'])}"
         return result
     for s_trace, o_trace in zip(stock["traces"], overlay["traces"]):
+        # a name counts as gained only where the eager run confirms it: it ran, and did not find the name false
+        false = {name for v in o_trace.get("i10") or [] for name in v.split("'")[1::2]}
+        confirmed = not o_trace.get("i10_unchecked")
         if o_trace["bindings"] is None:
             result.error = "the overlay side reports no bindings (is the overlay active?)"
             return result
@@ -443,7 +467,7 @@ def compare(target: str, stock: dict, overlay: dict, thunder_locals: set[str]) -
                     result.later.append((s_name, o_name))
             elif stock_user:
                 result.lost.append((s_name, o_name))
-            elif overlay_user:
+            elif overlay_user and confirmed and o_name not in false:
                 result.gained.append((s_name, o_name))
             elif s_name != o_name and s_name in thunder_locals and not _COUNTED_OUT.fullmatch(s_name):
                 result.internal.append((s_name, o_name))
@@ -583,7 +607,7 @@ def print_table(comparisons: list[Comparison], out=sys.stdout) -> None:
         notes = []
         if c.lost or c.later:
             notes.append(f"LOST {_pairs(c.lost + c.later)}")
-        notes += [v.replace(": ", " ", 1) for v in c.i9 + c.i10]
+        notes += [v.replace(": ", " ", 1) for v in c.i9 + c.i10] + c.unchecked
         if c.stock_i9 or c.stock_i10:
             notes.append(f"stock {len(c.stock_i9)} I9, {len(c.stock_i10)} I10")
         if c.earlier:
