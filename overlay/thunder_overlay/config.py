@@ -8,7 +8,7 @@ no series folder).
 import os
 import sys
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 PACKAGE = "thunder"  # the package whose files the series change (which files: patches/manifest.toml)
 SWITCH = "THUNDER_OVERLAY"
