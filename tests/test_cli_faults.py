@@ -30,6 +30,12 @@ def cli(*args: str, env: dict | None = None, unset=(), **popen) -> subprocess.Co
     return proc
 
 
+def series_of(patches_copy) -> dict:
+    """The environment that reads the series from a copy of patches/: a test that expects a cache hit must not
+    miss because patches/ was edited meanwhile."""
+    return {"THUNDER_OVERLAY_PATCHES": str(patches_copy)}
+
+
 def entry_name(folder) -> str:
     from thunder_overlay import bytecode_cache
 
@@ -107,11 +113,11 @@ def test_clear_leaves_another_users_entry_in_a_shared_sticky_folder(tmp_path, re
 # --- 2. a thunder under a path that is not valid UTF-8 patches with the cache on, as with it off
 
 
-def test_thunder_under_a_path_that_is_not_utf8_is_patched_with_the_cache_on(tmp_path):
+def test_thunder_under_a_path_that_is_not_utf8_is_patched_with_the_cache_on(tmp_path, patches_copy):
     site = tmp_path / os.fsdecode(b"site-\xff")
     site.mkdir()
     (site / "thunder").symlink_to(installed_site() / "thunder")
-    env = {"PYTHONPATH": str(site), CACHE_ENV: str(tmp_path / "cache")}
+    env = {"PYTHONPATH": str(site), CACHE_ENV: str(tmp_path / "cache"), **series_of(patches_copy)}
     cold = last_json(run_python(IMPORT, env=env))["status"]
     assert cold["state"] == "patched", cold["reason"]
     assert cold["thunder_path"] == str(site / "thunder") and cold["bytecode_cache"].startswith("written: ")
@@ -126,9 +132,9 @@ def test_thunder_under_a_path_that_is_not_utf8_is_patched_with_the_cache_on(tmp_
 
 
 @pytest.mark.slow
-def test_status_says_the_cache_trusted_the_stamps_and_verify_finds_the_edit(tmp_path):
+def test_status_says_the_cache_trusted_the_stamps_and_verify_finds_the_edit(tmp_path, patches_copy):
     tree = copy_thunder(tmp_path / "site", dist_info=False)
-    env = {"PYTHONPATH": str(tree), CACHE_ENV: str(tmp_path / "cache")}
+    env = {"PYTHONPATH": str(tree), CACHE_ENV: str(tmp_path / "cache"), **series_of(patches_copy)}
     assert cli("status", env=env).returncode == 0  # writes the entry
     hit = cli("status", env=env)
     assert hit.returncode == 0 and "bytecode_cache    hit: " in hit.stdout
