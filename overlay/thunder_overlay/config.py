@@ -1,8 +1,7 @@
 """The overlay's constants, its switches and its one way to warn.
 
 A leaf: it imports only ``os`` and ``sys``, so the start-up hook, the engine and the cache can all read it
-without importing each other (``base_switch`` reads the manifest, and only when THUNDER_OVERLAY_BASE names
-no series folder).
+without importing each other.
 """
 
 import os
@@ -96,29 +95,6 @@ def patches_dir() -> tuple[str, bool]:
 def unknown_value(variable: str, value: str | None, accepted: str, consequence: str) -> str:
     """The warning for a value of ``variable`` the overlay does not know (the cache's, the base's)."""
     return f"thunder-overlay: unknown {variable}={value!r}; accepted values: {accepted}. {consequence}"
-
-
-_unknown_bases: set = set()
-
-
-def base_switch(patches: str) -> str | None:
-    """THUNDER_OVERLAY_BASE (None: unset). A value that names no series of ``patches`` (a series folder or a
-    release the manifest lists) warns once per process: without the warning it would be taken silently when
-    thunder is a known base. Only a set variable costs anything (a stat; the manifest for a release name)."""
-    value = os.environ.get(BASE_ENV, "").strip() or None
-    if value is None or value in _unknown_bases or os.path.isfile(os.path.join(patches, value, "series")):
-        return value
-    from thunder_overlay import manifest
-
-    try:
-        bases = manifest.load(patches)
-    except Exception:  # a manifest that cannot be read: the decision refuses and says why
-        return value
-    if manifest.series_by_name(bases, value) is None:
-        _unknown_bases.add(value)
-        warn(unknown_value(BASE_ENV, os.environ.get(BASE_ENV), manifest.series_names(bases),
-                           "It names no patch series: only the files of a known base are patched."))
-    return value
 
 
 def engine_failed(error: BaseException) -> str:

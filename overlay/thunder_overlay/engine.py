@@ -167,7 +167,11 @@ def plan(locator: locate.Locator, thunder_spec) -> Plan:
     compile them all in memory, or say why not; never raises."""
     directory, override = config.patches_dir()
     directory = Path(directory)
-    switch = config.base_switch(str(directory))
+    switch = None
+    if os.environ.get(config.BASE_ENV, "").strip():
+        from thunder_overlay import manifest  # imported here only when THUNDER_OVERLAY_BASE is set
+
+        switch = manifest.base_switch(str(directory))
     thunder_path = os.path.dirname(thunder_spec.origin) if thunder_spec.origin else \
         list(thunder_spec.submodule_search_locations)[0]
     result = Plan(state="refused", thunder_path=thunder_path, patches_dir=str(directory), patches_override=override,

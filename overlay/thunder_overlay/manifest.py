@@ -10,6 +10,7 @@ never match two bases.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -151,3 +152,24 @@ def with_files(text: str, series: str, files: dict[str, str]) -> str:
             blocks[i] = f"{body.rstrip()}\n\n{table}\n{trailer.lstrip(chr(10))}"
             return "".join(blocks).rstrip("\n") + "\n"
     raise ValueError(f"the manifest has no base with dir = {series!r}")
+
+
+_unknown_bases: set = set()
+
+
+def base_switch(patches: str) -> str | None:
+    """THUNDER_OVERLAY_BASE (None: unset). A value that names no series of ``patches`` (a series folder or a
+    release the manifest lists) warns once per process: without the warning it would be taken silently when
+    thunder is a known base. Only a set variable costs anything (a stat; the manifest for a release name)."""
+    value = os.environ.get(config.BASE_ENV, "").strip() or None
+    if value is None or value in _unknown_bases or os.path.isfile(os.path.join(patches, value, "series")):
+        return value
+    try:
+        bases = load(patches)
+    except Exception:  # a manifest that cannot be read: the decision refuses and says why
+        return value
+    if series_by_name(bases, value) is None:
+        _unknown_bases.add(value)
+        config.warn(config.unknown_value(config.BASE_ENV, os.environ.get(config.BASE_ENV), series_names(bases),
+                                         "It names no patch series: only the files of a known base are patched."))
+    return value
