@@ -7,7 +7,7 @@ Each side runs in its own process (THUNDER_OVERLAY=0, then 1, alternating). It b
 of a second, fresh jit (what the benchmark's ``compile`` measures) under cProfile. It reports the
 Python function calls of that first call, which do not depend on machine load, and the calls and
 cumulative time of the functions that record and apply names: ``_maybe_update_proxy_name`` and
-``_apply_trace_proxy_rename`` on both sides, ``_allocate_proxy_names``, ``_name_holders``, ``_swap_proxies`` and ``_parameter_bindings``
+``_apply_trace_proxy_rename`` on both sides, ``_allocate_proxy_names``, ``_name_holders``, ``_swap_proxies`` and ``_bind_traced_inputs``
 on the overlay side, and ``replace_name``, which builds each renamed proxy. Times are cProfile's, so
 they are inflated, but alike on both sides.
 """
@@ -32,7 +32,7 @@ profile.enable()
 thunder.jit(fn)(*args)
 profile.disable()
 stats = pstats.Stats(profile).stats
-names = {"_maybe_update_proxy_name", "_apply_trace_proxy_rename", "_allocate_proxy_names", "_parameter_bindings",
+names = {"_maybe_update_proxy_name", "_apply_trace_proxy_rename", "_allocate_proxy_names", "_bind_traced_inputs",
          "_name_holders", "_swap_proxies"}
 out = {"calls": sum(v[1] for v in stats.values()), "first_call_s": sum(v[2] for v in stats.values()), "machinery": {}}
 for (file, line, fn), (cc, nc, tt, ct, callers) in stats.items():
