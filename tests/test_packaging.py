@@ -136,8 +136,8 @@ def test_the_bound_check_takes_nightlies_the_manifest_lists(tmp_path):
     # check reads it as a version (not "0.2.dev20251116" as an int), and a bound without it is wrong.
     from thunder_overlay import manifest
 
-    text = (PATCHES / "manifest.toml").read_text().replace('releases = ["main@1e22aacb1"]',
-                                                           'releases = ["main@1e22aacb1", "0.2.7.dev20251116"]')
+    text = (PATCHES / "manifest.toml").read_text().replace('releases = ["main@1e22aacb1"',
+                                                           'releases = ["main@1e22aacb1", "0.2.7.dev20251116"')
     assert "0.2.7.dev20251116" in text
     (tmp_path / "manifest.toml").write_text(text)
     bases = manifest.load(tmp_path)

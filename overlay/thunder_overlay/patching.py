@@ -41,7 +41,8 @@ def _mismatch(result, bases: list[manifest.Base], found: dict) -> str:
         return (f"{where} has sha256 {target.sha256}, the file of base {other.name}, while base {nearest.name} "
                 f"has {target.base_sha256}: this thunder mixes files of two releases")
     releases = manifest.supported_releases(bases)
-    newest = max((r for r in releases if r[0].isdigit()), key=manifest.release_key, default=None)
+    # the newest final release: a pin to a nightly would hand the user a pre-release
+    newest = max((r for r in releases if r[0].isdigit() and ".dev" not in r), key=manifest.release_key, default=None)
     return (f"thunder-overlay {config.__version__} has no series for {f'thunder {release}' if release else 'this thunder'}:"
             f" pin a supported release (pip install lightning-thunder=={newest}) or upgrade thunder-overlay. "
             f"{where} has sha256 {target.sha256}, which is no known base (supported releases: {', '.join(releases)}). "
