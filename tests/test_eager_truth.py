@@ -47,8 +47,13 @@ def test_the_eager_run_records_what_the_programs_frames_held():
     eager = eager_truth.record(_program, (x, y), {})
     assert eager.holds("a", x) and eager.holds("b", y) and not eager.holds("a", y)
     assert eager.shapes("total") == {(2, 3)}
-    # only the program's frames: torch's and thunder's own locals are not the program's
-    assert "self" not in eager.held and "input" not in eager.held
+    # only the program's frames: torch's and thunder's own locals are not the program's (torch and thunder lie in
+    # site-packages, whose other packages are programs)
+    assert set(eager.held) == {"a", "b", "total"}
+    module = torch.nn.Linear(3, 3)
+    eager = eager_truth.record(lambda x: module(x).relu(), (x,), {})
+    assert "input" not in eager.held and "weight" not in eager.held, "F.linear's locals are torch's"
+    assert eager.holds("x", x) and eager.held["module"] == {}, "the lambda's names: x, and its free variable"
 
 
 def test_a_jits_true_names_pass():

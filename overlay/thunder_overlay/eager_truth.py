@@ -79,9 +79,11 @@ def record(fn, args: tuple, kwargs: dict) -> EagerBindings:
 
     def is_program(filename: str) -> bool:
         if filename not in verdicts:
+            # the longest folder that holds the file decides: torch and thunder lie in site-packages, which may lie
+            # in the standard library's folder; another package there (litgpt) is a program, as thunder's tests are
             path = os.path.realpath(filename)
-            # site-packages may lie under the standard library's folder; a library there (litgpt) is a program
-            verdicts[filename] = path.startswith(program) or not path.startswith(library)
+            folders = [(len(d), d in program) for d in (*program, *library) if path.startswith(d)]
+            verdicts[filename] = max(folders, default=(0, True))[1]
         return verdicts[filename]
 
     def snapshot(frame) -> None:
