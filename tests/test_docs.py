@@ -99,3 +99,15 @@ def test_the_readme_links_nothing_relative():
     # it is also the package's description on an index, where relative links lead nowhere
     links = re.findall(r"\]\(([^)\s]+)\)", (REPO / "README.md").read_text())
     assert [link for link in links if "://" not in link] == []
+
+
+def test_the_readmes_cost_figures_are_those_of_the_results_for_the_series_that_ships():
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## What it costs"):]
+    section = section[: section.index("\n## ")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what ")]
+    results = (REPO / "docs" / "results.md").read_text()
+    assert rows, "the README states its cost figures in a table"
+    assert [row for row in rows if row not in results] == [], "docs/results.md holds each row, figure for figure"
+    shipped = re.search(r"`patches/` ships \*\*series (v\d+)\*\*", results).group(1)
+    assert f"Series {shipped} " in section, f"the README's figures are of {shipped}, the series patches/ ships"
