@@ -88,3 +88,14 @@ def test_names_json_reports_a_program_and_exits_0(tmp_path):
     (program,) = out["programs"]
     assert out["exit_status"] == 0 and out["lost"] == 0 and program["lost"] == [] and program["error"] is None
     assert program["overlay_named"] >= 1
+
+
+@pytest.mark.slow
+def test_verify_explains_what_passes_on_stock_and_shows_failures_whole_with_full():
+    proc = cli("verify", "--full")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "5 of 5 programs pass with the overlay" in proc.stdout
+    # the table cuts a failure to its last line; --full prints the whole of each failing run after it
+    whole = proc.stdout.split("--- autocast_chain (stock), everything it printed:\n", 1)
+    assert len(whole) == 2 and "Traceback (most recent call last)" in whole[1].split("\n---", 1)[0], proc.stdout
+    assert "seed_283_autocast passes on stock: #283's program as reported" in proc.stdout

@@ -130,7 +130,7 @@ def _add_diff(sub) -> None:
 def _verify(args) -> int:
     from thunder_overlay import verify
 
-    return verify.main(jobs=args.jobs)
+    return verify.main(jobs=args.jobs, full=args.full)
 
 
 def _add_verify(sub) -> None:
@@ -142,6 +142,8 @@ def _add_verify(sub) -> None:
         "when any program fails with the overlay.",
     )
     p.add_argument("--jobs", type=int, default=2, help="programs run at a time (default 2)")
+    p.add_argument("--full", action="store_true", help="after the table, print everything each failing run printed "
+                   "(the table cuts each failure to its last line)")
     p.set_defaults(func=_verify)
 
 

@@ -13,12 +13,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from thunder_overlay import config
-from thunder_overlay.reproducers import PROGRAMS
+from thunder_overlay.reproducers import PROGRAMS, load
 
 TIMEOUT_S = 600
 
 
-def run_program(name: str, overlay: bool) -> tuple[bool, str, float]:
+def run_program(name: str, overlay: bool) -> tuple[bool, str, float, str]:
+    """(passed, its last line or why not, seconds, everything it printed)."""
     env = dict(os.environ, THUNDER_OVERLAY="1" if overlay else "0", PYTHONWARNINGS="ignore")
     start = time.perf_counter()
     try:
@@ -27,14 +28,15 @@ def run_program(name: str, overlay: bool) -> tuple[bool, str, float]:
             env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
         )
     except subprocess.TimeoutExpired:
-        return False, f"timed out after {TIMEOUT_S} s", time.perf_counter() - start
+        return False, f"timed out after {TIMEOUT_S} s", time.perf_counter() - start, ""
     elapsed = time.perf_counter() - start
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    output = proc.stdout + proc.stderr
+    lines = [line for line in output.splitlines() if line.strip()]
     last = lines[-1].strip() if lines else f"exit code {proc.returncode}"
     expected_states = tuple(f"[{s}]" for s in config.PATCHED_STATES) if overlay else ("[disabled]",)
     if proc.returncode == 0 and not last.startswith(expected_states):
-        return False, f"ran, but the overlay state was not {' or '.join(expected_states)}: {last}", elapsed
-    return proc.returncode == 0, last, elapsed
+        return False, f"ran, but the overlay state was not {' or '.join(expected_states)}: {last}", elapsed, output
+    return proc.returncode == 0, last, elapsed, output
 
 
 def _cell(ok: bool, detail: str, width: int = 48) -> str:
@@ -42,7 +44,7 @@ def _cell(ok: bool, detail: str, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def main(programs=PROGRAMS, jobs: int = 2) -> int:
+def main(programs=PROGRAMS, jobs: int = 2, full: bool = False) -> int:
     print(f"verify: {len(programs)} programs, stock (THUNDER_OVERLAY=0) and overlay, {jobs} at a time", flush=True)
     tasks = [(name, overlay) for name in programs for overlay in (False, True)]
     results = {}
@@ -50,7 +52,7 @@ def main(programs=PROGRAMS, jobs: int = 2) -> int:
         futures = {task: pool.submit(run_program, *task) for task in tasks}
         for i, (task, future) in enumerate(futures.items(), start=1):
             results[task] = future.result()
-            ok, _, elapsed = results[task]
+            ok, _, elapsed, _ = results[task]
             side = "overlay" if task[1] else "stock"
             print(f"  [{i}/{len(tasks)}] {task[0]} ({side}): {'pass' if ok else 'fail'} in {elapsed:.1f} s", flush=True)
 
@@ -58,10 +60,18 @@ def main(programs=PROGRAMS, jobs: int = 2) -> int:
     print("\n" + header + "\n" + "-" * len(header))
     failed = []
     for name in programs:
-        (s_ok, s_detail, s_t), (o_ok, o_detail, o_t) = results[(name, False)], results[(name, True)]
+        (s_ok, s_detail, s_t, _), (o_ok, o_detail, o_t, _) = results[(name, False)], results[(name, True)]
         print(f"{name:<22} {_cell(s_ok, s_detail):<48} {_cell(o_ok, o_detail):<48} {s_t:>8.1f}s/{o_t:.1f}s")
         if not o_ok:
             failed.append((name, o_detail))
+    for name in programs:
+        why = getattr(load(name), "STOCK_PASSES", None)
+        if why and results[(name, False)][0]:
+            print(f"\n{name} passes on stock: {why}")
+    for (name, overlay), (ok, _, _, output) in results.items() if full else ():
+        if not ok:
+            side = "overlay" if overlay else "stock"
+            print(f"\n--- {name} ({side}), everything it printed:\n{output.rstrip()}")
     for name, detail in failed:
         print(f"\noverlay FAILED {name}: {detail}")
     print(f"\n{len(programs) - len(failed)} of {len(programs)} programs pass with the overlay")
