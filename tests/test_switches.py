@@ -71,3 +71,18 @@ def test_status_says_plainly_when_torch_lacks_what_thunder_0_2_needs():
     assert "thunder 0.2.x cannot be imported with torch " in status["import_error"]
     assert "torch 2.13 removed together with named tensors. Install torch<=2.12" in status["import_error"]
     assert status["files"] and status["known"], "what the overlay would do is still reported"
+
+
+@pytest.mark.parametrize("line, env", [
+    ("import thunder", {"THUNDER_OVERLAY_CACHE": "maybe"}),  # warned while thunder is imported
+    ("import thunder", {"THUNDER_OVERLAY_PATCHES": "/nonexistent/patches"}),  # the refusal
+    ("import thunder_overlay; thunder_overlay.enable(); thunder_overlay.enable()", {}),
+])
+def test_a_warning_points_at_the_users_line(tmp_path, line, env):
+    # not at importlib/__init__.py, the overlay's own files or thunder's: at the line of the user's program
+    program = tmp_path / "program.py"
+    program.write_text(f"import warnings\nwarnings.simplefilter('always')\n{line}\n")
+    proc = run_python(f"exec(compile(open({str(program)!r}).read(), {str(program)!r}, 'exec'))",
+                      env={"THUNDER_OVERLAY_CACHE_DIR": str(tmp_path / "cache"), **env})
+    warned = [w for w in proc.stderr.splitlines() if "OverlayWarning" in w]
+    assert warned and all(w.startswith(f"{program}:3: OverlayWarning") for w in warned), proc.stderr

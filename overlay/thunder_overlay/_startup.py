@@ -74,9 +74,7 @@ class ThunderFinder:
                 name=fullname,
             )
         self.targets = frozenset()
-        # stacklevel 3: past this method and exec_module, the module importing thunder (the warnings module
-        # skips importlib's own frames)
-        config.warn(f"thunder-overlay: not patching thunder, stock thunder runs. {reason}", stacklevel=3)
+        config.warn(f"thunder-overlay: not patching thunder, stock thunder runs. {reason}")
         return None
 
 

@@ -59,6 +59,23 @@ REPORT_FIELDS = {
 _printed: set = set()
 
 
+def _user_stacklevel() -> int:
+    """The stacklevel of the first frame above ``warn``'s caller that is none of the overlay's, thunder's
+    (being imported) or the import system's."""
+    thunder = getattr(sys.modules.get("thunder"), "__file__", None)
+    skipped = tuple(os.path.dirname(f) + os.sep for f in (__file__, thunder) if f)
+    frame, level = sys._getframe(2), 2
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "importlib" in name and "_bootstrap" in name:  # warnings.warn does not count these frames either
+            frame = frame.f_back
+            continue
+        if not (name.startswith(skipped) or os.path.basename(os.path.dirname(name)) == "importlib"):
+            return level
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class OverlayWarning(UserWarning):
     """Every warning the overlay gives (a refusal, an unknown switch value, ...)."""
 
@@ -102,14 +119,15 @@ def engine_failed(error: BaseException) -> str:
     return f"the overlay's engine failed: {type(error).__name__}: {error}"
 
 
-def warn(message: str, stacklevel: int = 2) -> None:
+def warn(message: str, stacklevel: int | None = None) -> None:
     """Warn without ever raising: under warnings-as-errors (``-W error``, pytest's ``filterwarnings =
     error``) the warning would become an exception out of ``import thunder``, which stock thunder does
-    not raise; the message is then printed to stderr, once per process."""
+    not raise; the message is then printed to stderr, once per process. The warning points at the user's
+    line (``import thunder``, ``enable()``), past the overlay's, thunder's and the import system's frames."""
     import warnings
 
     try:
-        warnings.warn(message, OverlayWarning, stacklevel=stacklevel + 1)
+        warnings.warn(message, OverlayWarning, stacklevel=stacklevel or _user_stacklevel())
     except Exception:
         if message not in _printed:
             _printed.add(message)
