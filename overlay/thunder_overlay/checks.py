@@ -184,7 +184,8 @@ def check_traces(jfn, args: tuple | None = None, kwargs: dict | None = None) -> 
     """Check every trace thunder kept for the last call of ``jfn`` (prologue, computation, backward), and the
     names across them: I9 (``shared_name_violations``), and I10: given the call's ``args`` and ``kwargs``,
     against the program (``thunder.compile_data(jfn).fn``) run eagerly on them, outside thunder
-    (``eager_truth``); otherwise where ``jfn`` traced inside ``recording_bindings()`` and the check runs inside
+    (``eager_truth``; ``jfn`` is called once more, from its cache, to see what it hands its computation);
+    otherwise where ``jfn`` traced inside ``recording_bindings()`` and the check runs inside
     it too, against what the interpreter recorded.
 
     Under thunder.distributed.fsdp, thunder's FSDP pass writes the sharded shape into the parameter proxies
