@@ -23,23 +23,20 @@ import sys
 import sysconfig
 
 
-def _is_tensor(value) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
-
-
 class EagerBindings:
     """What the program's frames held while it ran eagerly: every variable name a frame bound, and the tensors
     each held (kept alive, so their ids stay theirs). A name that held only other values (None, a list) holds
     no tensor: a tensor named after it is named falsely."""
 
     def __init__(self):
+        import torch
+
         self.held: dict[str, dict[int, object]] = {}  # name -> id(tensor) -> tensor; every name a frame bound
+        self._tensor = torch.Tensor  # looked up once: add runs for every local at every line of the program
 
     def add(self, name: str, value) -> None:
         tensors = self.held.setdefault(name, {})
-        if _is_tensor(value):
+        if isinstance(value, self._tensor):
             tensors[id(value)] = value
 
     def holds(self, name: str, tensor) -> bool:
