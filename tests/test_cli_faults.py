@@ -68,14 +68,14 @@ def test_clear_removes_entries_and_links_leaves_a_full_folder_and_touches_nothin
     (cache / "thunder-link.bin").symlink_to(outside / "keep.bin")
     (cache / "thunder-linked-folder.bin").symlink_to(outside)
     (cache / "other").write_text("no entry's name")
-    proc = cli("cache", "--clear", env={CACHE_ENV: str(cache)})
+    proc = cli("cache", "--clear", "--all", env={CACHE_ENV: str(cache)})
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "removed 5 file(s)" in proc.stdout
     assert f"left 1:\n  {cache / 'thunder-full.bin'}: a folder, not an entry, and not empty" in proc.stderr
     assert sorted(p.name for p in cache.iterdir()) == ["other", "thunder-full.bin"]
     assert (cache / "thunder-full.bin" / "mine").read_text() == "kept"
     assert (outside / "keep.bin").read_text() == "not the cache's" and sorted(os.listdir(outside)) == ["keep.bin"]
-    again = cli("cache", "--clear", env={CACHE_ENV: str(cache)})
+    again = cli("cache", "--clear", "--all", env={CACHE_ENV: str(cache)})
     assert again.returncode == 1 and "removed 0 file(s)" in again.stdout and "not empty" in again.stderr
 
 
@@ -86,7 +86,7 @@ def test_clear_in_a_read_only_folder_says_what_it_left(tmp_path):
     (cache / "thunder-a.bin").write_text("garbage")
     os.chmod(cache, 0o555)
     try:
-        proc = cli("cache", "--clear", env={CACHE_ENV: str(cache)}, **_obeying_folder_modes(cache))
+        proc = cli("cache", "--clear", "--all", env={CACHE_ENV: str(cache)}, **_obeying_folder_modes(cache))
     finally:
         os.chmod(cache, 0o700)
     assert proc.returncode == 1 and "removed 0 file(s)" in proc.stdout
@@ -103,11 +103,35 @@ def test_clear_leaves_another_users_entry_in_a_shared_sticky_folder(tmp_path, re
     os.chown(shared / "thunder-theirs.bin", 54322, 54322)
     os.chown(shared, 54321, 54321)
     os.chmod(shared, 0o1777)
-    proc = cli("cache", "--clear", env={CACHE_ENV: str(shared)}, **_obeying_folder_modes(read_only_probe))
+    proc = cli("cache", "--clear", "--all", env={CACHE_ENV: str(shared)}, **_obeying_folder_modes(read_only_probe))
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert f"removed 1 file(s)\n  {shared / 'thunder-mine.bin'}" in proc.stdout
     assert f"{shared / 'thunder-theirs.bin'}: it belongs to another user (uid 54322)" in proc.stderr
     assert sorted(os.listdir(shared)) == ["thunder-theirs.bin"]
+
+
+def test_clear_removes_only_the_entries_of_this_environments_thunder_unless_all(tmp_path):
+    # The folder is shared by every environment of the user: another environment's thunder keeps its entry
+    other = tmp_path / "other-env"
+    other.mkdir()
+    (other / "thunder").symlink_to(installed_site() / "thunder")
+    cache = tmp_path / "cache"
+    env = {CACHE_ENV: str(cache)}
+    assert run_python("import thunder", env=env).returncode == 0
+    assert run_python("import thunder", env={**env, "PYTHONPATH": str(other)}).returncode == 0
+    (cache / "thunder-left.tmp").write_text("a killed writer's, of no known thunder")
+    entries = {e["thunder"]: e["path"] for e in json.loads(cli("cache", "--json", env=env).stdout)["entries"]}
+    mine, theirs = str(installed_site() / "thunder"), str(other / "thunder")
+    assert set(entries) == {mine, theirs, None}, entries
+
+    cleared = cli("cache", "--clear", env=env)
+    assert cleared.returncode == 0, cleared.stderr
+    assert f"removed 1 file(s) of the thunder at {mine}\n  {entries[mine]}" in cleared.stdout
+    assert sorted(str(p) for p in cache.iterdir()) == sorted([entries[theirs], entries[None]])
+
+    assert cli("cache", "--all", env=env).returncode == 2, "--all goes with --clear"
+    everything = cli("cache", "--clear", "--all", env=env)
+    assert everything.returncode == 0 and "removed 2 file(s)\n" in everything.stdout and list(cache.iterdir()) == []
 
 
 # --- 2. a thunder under a path that is not valid UTF-8 patches with the cache on, as with it off

@@ -402,11 +402,16 @@ def listing() -> tuple[str | None, str | None, list[dict]]:
     return folder, off, found
 
 
-def clear() -> tuple[list[str], list[tuple[str, str]]]:
-    """Remove every entry and temporary file of the cache folder: (the paths removed, [(path, why it was
-    left)]). Nothing outside the folder is touched: a link is removed, never followed; a folder named like an
-    entry is removed only when empty. Raises OSError when the folder cannot be read."""
-    _, _, found = listing()
+def clear(thunder_path: str | None = None) -> tuple[list[str], list[tuple[str, str]]]:
+    """Remove the entries made for the thunder package at ``thunder_path`` (at any optimisation level), this
+    interpreter's entry for it even where it cannot be read, and their temporary files; with None, every entry
+    and temporary file of the cache folder. Returns (the paths removed, [(path, why it was left)]). Nothing
+    outside the folder is touched: a link is removed, never followed; a folder named like an entry is removed
+    only when empty. Raises OSError when the folder cannot be read."""
+    folder, _, found = listing()
+    if thunder_path is not None:
+        own = _path_in(folder, thunder_path).name if folder else None
+        found = [i for i in found if i["thunder"] == thunder_path or os.path.basename(i["path"]).startswith(own)]
     removed, left = [], []
     for item in found:
         path = item["path"]

@@ -185,16 +185,24 @@ def _cache(args) -> int:
 
     from thunder_overlay import bytecode_cache
 
+    if args.all and not args.clear:
+        print("thunder-overlay cache: --all goes with --clear (cache --clear --all)", file=sys.stderr)
+        return 2
+    thunder_path = None if args.all else _thunder_path()
+    if args.clear and not args.all and thunder_path is None:
+        print("no thunder in this environment, so no entry of its to clear; `cache --clear --all` clears every entry")
+        return 0
     try:
         if args.clear:
-            removed, left = bytecode_cache.clear()
+            removed, left = bytecode_cache.clear(thunder_path)
         else:
             folder, off, found = bytecode_cache.listing()
     except OSError as e:
         print(f"thunder-overlay cache: cannot read the cache folder: {e}", file=sys.stderr)
         return 1
     if args.clear:
-        print(f"removed {len(removed)} file(s)" + "".join(f"\n  {p}" for p in removed))
+        whose = "" if args.all else f" of the thunder at {thunder_path}"
+        print(f"removed {len(removed)} file(s){whose}" + "".join(f"\n  {p}" for p in removed))
         if left:
             print(f"left {len(left)}:" + "".join(f"\n  {p}: {why}" for p, why in left), file=sys.stderr)
         return 1 if left else 0
@@ -211,17 +219,32 @@ def _cache(args) -> int:
     return 0
 
 
+def _thunder_path() -> str | None:
+    """The folder of the thunder package this environment imports, found as the path-based import would, without
+    importing it; None when there is none."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec("thunder")
+    if spec is None:
+        return None
+    return os.path.dirname(spec.origin) if spec.origin else list(spec.submodule_search_locations)[0]
+
+
 def _add_cache(sub) -> None:
     p = sub.add_parser(
         "cache",
         help="show or clear the bytecode cache",
         description="Print the bytecode cache folder and each entry in it (size, date, the thunder installation it "
-        "was made for, or why it is not usable). Entries outlive an uninstall of the overlay: --clear removes "
-        "them. Each is remade at the next import of thunder. Exit status 0; 1 when the folder cannot be read, or "
-        "--clear left something (it says what and why).",
+        "was made for, or why it is not usable). The folder is shared by every environment of this user. Entries "
+        "outlive an uninstall of the overlay: run `cache --clear --all` before uninstalling it, or remove the "
+        "folder this command prints. An entry is remade at the next import of thunder. Exit status 0; 1 when the "
+        "folder cannot be read, or --clear left something (it says what and why); 2 for --all without --clear.",
     )
-    p.add_argument("--clear", action="store_true", help="remove every entry (and left temporary file); nothing "
-                   "outside the cache folder is touched (a link is removed, not followed)")
+    p.add_argument("--clear", action="store_true", help="remove the entries of the thunder this environment imports "
+                   "(and their left temporary files); nothing outside the cache folder is touched (a link is "
+                   "removed, not followed)")
+    p.add_argument("--all", action="store_true", help="with --clear: remove every entry of the folder, whichever "
+                   "environment made it")
     p.add_argument("--json", action="store_true", help="print the folder and entries as JSON")
     p.set_defaults(func=_cache)
 
