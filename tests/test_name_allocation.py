@@ -226,9 +226,9 @@ def test_a_name_reaches_only_the_proxy_it_was_bound_to():
     bound, other = proxies
     bindings = {(id(bound), "u", False): bound}  # (proxy id, name, bound by thunder's own code)
 
-    renames = jit_ext._allocate_proxy_names(traces, bindings)
-    renamed = renames[0][id(bound)]  # each trace's renames
+    renames = jit_ext._allocate_proxy_names(traces, bindings)  # by the id of the proxy renamed, for every trace
+    renamed = renames[id(bound)]
     assert (renamed.name, renamed.dtype, renamed.shape) == ("u", thunder.float32, bound.shape)
-    assert id(other) not in renames[1]
-    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], renames[1])
+    assert id(other) not in renames
+    renamed_trace = jit_ext._apply_trace_proxy_rename(traces[1], renames)
     assert [(p.name, p.dtype) for p in renamed_trace.args] == [("t2", thunder.bfloat16)]

@@ -37,13 +37,10 @@ from thunder_overlay.patchset import read_series  # noqa: E402
 BRANCH = "thunder-overlay/{}"
 SOURCE_BASE = "0.2.6"
 HAND_PORTED = {
-    "0.2.1": "thunder builds the backward trace in core/transforms.py and common.py, not transforms/autodiff.py, "
-    "and symbol.py copies every output under no_grad (a copy shares its original's name)",
-    "0.2.2": "as 0.2.1, whose commits it takes; core/transforms.py and executors/torch_autograd.py differ",
-    "0.2.3": "autodiff.py makes its collection proxies as thunder.core.proxies.CollectionProxy, and "
-    "core/transforms.py and executors/torch_autograd.py assert the backward's input names",
-    "0.2.4": "core/transforms.py, executors/torch_autograd.py and core/rematerialization.py find the backward's "
-    "inputs by name",
+    "0.2.1": "under no_grad Symbol.__call__ copies a symbol's outputs with their names (0002: the copies are renamed "
+    "with the proxy they copy, and symbol.py keeps a copy's generated name weak)",
+    "0.2.2": "as 0.2.1",
+    "0.2.3": "0002 changes jit_ext.py's pytree import, which 0.2.3 has without the dtensor imports beside it",
 }
 
 

@@ -7,7 +7,7 @@ without importing each other.
 import os
 import sys
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 PACKAGE = "thunder"  # the package whose files the series change (which files: patches/manifest.toml)
 SWITCH = "THUNDER_OVERLAY"
