@@ -86,6 +86,21 @@ MODULES = {
         def test_cuda_kernel():
             pass
     """,
+    # two tests of a second of CPU each, in whichever process runs them
+    "test_busy": """
+        import time
+
+        def busy():
+            end = time.process_time() + 1
+            while time.process_time() < end:
+                pass
+
+        def test_busy_one():
+            busy()
+
+        def test_busy_two():
+            busy()
+    """,
     # collects on neither side, with a message of several lines as pytest's parametrize errors have
     "test_never_collects": """
         import pytest
@@ -329,6 +344,39 @@ def test_stored_stock_is_reused_until_its_key_changes(root, monkeypatch):
         assert runner.run(unit, "stock")["reused"] is None, field
 
 
+def test_a_units_wall_and_cpu_seconds_go_with_its_stored_run(root):
+    unit = plan.Unit("test_busy")
+    ran = runner_for(root, "-n", "2").run(unit, "stock")
+    # the two seconds the tests spent in xdist's workers count: CPU of the processes pytest waited for
+    assert ran["seconds"] > 0 and 2 <= ran["cpu_seconds"] < 60 and ran["results"]
+    assert json.loads(ran["path"].read_text().splitlines()[-1])["cpu_seconds"] == ran["cpu_seconds"]
+    (line,) = [x for x in store.times_path(root.parent, "stock").read_text().splitlines() if not x.startswith("#")]
+    assert line.startswith(f"test_busy = {store.read(store.path(root.parent, 'stock'))['blocks']['test_busy']['digest']} ")
+    reused = runner_for(root).run(unit, "stock")
+    assert reused["reused"] and (reused["seconds"], reused["cpu_seconds"]) == (ran["seconds"], ran["cpu_seconds"])
+
+    # a store from before the times files: the raw run of the same selection that gave the stored outcomes
+    # times it (without CPU, which those runs did not record), and is written down; without it, no time
+    store.times_path(root.parent, "stock").unlink()
+    lines = ran["path"].read_text().splitlines()
+    trailer = json.loads(lines[-1])
+    del trailer["cpu_seconds"]
+    ran["path"].write_text("\n".join(lines[:-1] + [json.dumps(trailer)]) + "\n")
+    again = runner_for(root).run(unit, "stock")
+    assert (again["seconds"], again["cpu_seconds"]) == (ran["seconds"], None)
+    assert "cpu=-" in store.times_path(root.parent, "stock").read_text()
+    store.times_path(root.parent, "stock").unlink()
+    ran["path"].unlink()
+    assert runner_for(root).run(unit, "stock")["seconds"] is None
+
+    # times under another key do not time the stored run
+    block = store.read(store.path(root.parent, "stock"))["blocks"]["test_busy"]
+    store.put_time(root.parent, "stock", unit, "0" * 16, 5.0, 9.0)
+    assert store.time_of(root.parent, "stock", block) == (None, None)
+    store.put_time(root.parent, "stock", unit, block["digest"], 5.0, 9.0)
+    assert store.time_of(root.parent, "stock", block) == (5.0, 9.0)
+
+
 def test_a_new_series_reruns_the_overlay_side_only(root):
     def probes(patch_sha, sources):
         side = {"thunder": "0.2.6", "thunder_tree": "a" * 64, "torch": "2.9.1", "python": "3.11.7"}
@@ -525,7 +573,8 @@ def test_command_end_to_end_with_resume_and_report(root, monkeypatch):
     assert summary["totals"] == {"modules": 4, "modules_with_tests": 2, "modules_without_tests": 1,
                                  "modules_all_skipped": 1, "not_collectable": 1,
                                  "tests": {"stock": 47, "overlay": 47}, "identical": 47 - 3,
-                                 "seconds": summary["totals"]["seconds"]}
+                                 "seconds": summary["totals"]["seconds"], "cpu_seconds": summary["totals"]["cpu_seconds"],
+                                 "untimed": {"stock": 0, "overlay": 0}, "cpu_untimed": {"stock": 0, "overlay": 0}}
     assert "47 stock / 47 overlay, 44 ids with one outcome on both sides" in first.stdout
     assert {p.suffix for p in (out / "raw").iterdir()} == {".jsonl", ".log", ".ids"}  # raw output only in raw/
     assert "| test_tiny | 46 / 46 | 43 / 42 | 1 / 2 |" in first.stdout
@@ -543,6 +592,8 @@ def test_command_end_to_end_with_resume_and_report(root, monkeypatch):
     resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 1 and resumed.stdout.count("reused from") == 8, resumed.stdout
     assert "(8 of 8 runs reused)" in resumed.stdout
+    # a reused run keeps the times of the run it reuses (OUT/<side>.times)
+    assert json.loads(summary_file.read_text())["totals"]["cpu_seconds"] == summary["totals"]["cpu_seconds"]
     # the same entries; a reused run's message is the store's one-line reason
     assert [dict(e, msg=store.one_line(e["msg"])) for e in tiny["regressions"]] == \
         json.loads((out / "modules" / "test_tiny.json").read_text())["regressions"]
@@ -556,6 +607,7 @@ def test_command_end_to_end_with_resume_and_report(root, monkeypatch):
     shown = subprocess.run([sys.executable, str(TOOLS / "gate.py"), "--report", str(out)], capture_output=True,
                            text=True, timeout=60)
     assert shown.returncode == 0 and "| test_tiny | 46 / 46 |" in shown.stdout and "REGRESSIONS (1)" in shown.stdout
+    assert "?" not in shown.stdout.split("| test_tiny |")[1].splitlines()[0]  # its wall and CPU times, from the store
 
 
 @pytest.mark.slow

@@ -343,7 +343,6 @@ def main(argv=None):
     out_dir = Path(args.out or TOOLS / "results" / f"gate-{version}{'-quick' if args.quick else ''}").resolve()
     runner.raw_dir, runner.store_dir = out_dir / "raw", out_dir
     runner.raw_dir.mkdir(parents=True, exist_ok=True)
-    runner.earlier = report.history([out_dir], args.quick)["seconds"]  # the time of a unit reused from the store
     plan = select_modules(args, runner, lambda msg: sys.exit(f"gate.py: {msg}"))
     if args.collect_only:
         return collect_only(args, runner, plan, out_dir)

@@ -9,25 +9,41 @@ LISTS = ["regressions", "flaky", "allowlisted", "improvements", "other_changes"]
 
 
 def fmt_time(s):
-    s = int(s or 0)
+    """Seconds as 1h02m or 3m04s; '?' for a time nobody recorded (None)."""
+    if s is None:
+        return "?"
+    s = int(s)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def merge_runs(runs):
     """The runs of one side of a module (one per shard) -> one side: results, collect errors, totals."""
-    side = {"results": {}, "collect_errors": {}, "total": 0, "seconds": 0, "returncodes": [], "reused": True}
+    side = {"results": {}, "collect_errors": {}, "total": 0, "returncodes": [], "reused": True,
+            "seconds": _sum(r["seconds"] for r in runs), "cpu_seconds": _sum(r.get("cpu_seconds") for r in runs)}
     for r in runs:
         side["results"].update(r["results"])
         side["collect_errors"].update(r["collect_errors"])
         side["total"] += r["total"] or 0
-        side["seconds"] += r["seconds"] or 0
         side["returncodes"].append(r["returncode"])
         side["reused"] = side["reused"] and bool(r["reused"])
     return side
 
 
+def _sum(seconds):
+    """The sum of times, None (not recorded) when one of them is."""
+    seconds = list(seconds)
+    return None if None in seconds else round(sum(seconds), 1)
+
+
+def _known_sum(seconds):
+    """The sum of the recorded times (None: none was recorded)."""
+    known = [s for s in seconds if s is not None]
+    return round(sum(known)) if known else None
+
+
 def side_summary(side):
-    out = {**counts(side["results"]), "tests": side["total"], "seconds": round(side["seconds"], 1),
+    out = {**counts(side["results"]), "tests": side["total"], "seconds": side["seconds"],
+           "cpu_seconds": side["cpu_seconds"],
            "returncode": side["returncodes"][0] if len(side["returncodes"]) == 1 else side["returncodes"],
            "collect": collect_status(side)}
     if side["collect_errors"]:
@@ -60,7 +76,7 @@ def module_summary(module, unit_runs, found, meta):
     if count > 1:
         summary["shards"] = [{"shard": f"{i + 1}/{count}",
                               "tests": {s: unit_runs[s][i]["total"] for s in unit_runs},
-                              "seconds": {s: round(unit_runs[s][i]["seconds"] or 0) for s in unit_runs}}
+                              "seconds": {s: unit_runs[s][i]["seconds"] for s in unit_runs}}
                              for i in range(count)]
     for key in LISTS + ["infra_errors"]:
         summary[key] = found.get(key, [])
@@ -98,7 +114,9 @@ def totals(summary):
         "modules_all_skipped": sum(1 for m in ran if all(m[s]["skipped"] == m[s]["tests"] for s in sides)),
         "not_collectable": len(summary["not_collectable"]),
         "tests": {s: sum(m[s].get("tests") or 0 for m in mods) for s in sides},
-        "seconds": {s: round(sum(m[s].get("seconds") or 0 for m in mods)) for s in sides},
+        **{key: {s: _known_sum(m[s].get(key) for m in mods) for s in sides} for key in ("seconds", "cpu_seconds")},
+        "untimed": {s: sum(1 for m in mods if m[s].get("seconds") is None) for s in sides},
+        "cpu_untimed": {s: sum(1 for m in mods if m[s].get("cpu_seconds") is None) for s in sides},
         "identical": None if None in identical else sum(identical),
     }
 
@@ -109,7 +127,16 @@ def totals_text(summary):
     return (f"{t['modules']} modules: {t['modules_with_tests']} with tests on CPU ({t['modules_all_skipped']} of them "
             f"skip every test), {t['modules_without_tests']} select no test, {t['not_collectable']} not collectable; "
             f"tests {t['tests']['stock']} stock / {t['tests']['overlay']} overlay, {same} ids with one outcome on both "
-            f"sides; pytest time {fmt_time(t['seconds']['stock'])} stock / {fmt_time(t['seconds']['overlay'])} overlay")
+            f"sides; pytest wall time {_timed(t, 'seconds', 'untimed')}, CPU time {_timed(t, 'cpu_seconds', 'cpu_untimed')}")
+
+
+def _timed(t, seconds, untimed):
+    """'1h02m stock / 1h10m overlay', and the modules whose time was not recorded ('?': a summary from before
+    2026-12-07, which holds no CPU time)."""
+    text = " / ".join(f"{fmt_time(t.get(seconds, {}).get(s))} {s}" for s in ("stock", "overlay"))
+    missing = {s: n for s, n in (t.get(untimed) or {}).items() if n}
+    return text + (" (not recorded for " + " and ".join(f"{n} modules on the {s} side" for s, n in missing.items())
+                   + ")" if missing else "")
 
 
 def console_table(summary):
@@ -138,20 +165,20 @@ def markdown_table(summary):
     """One row per module, 'stock / overlay' in each cell, for docs/results.md."""
     cols = ["passed", "failed", "error"] + [o for o in ("timeout", "crashed") if _any(summary, o)] \
         + ["skipped", "xfailed", "xpassed"]
-    head = ["module", "tests"] + cols + ["regressions", "flaky", "time"]
+    head = ["module", "tests"] + cols + ["regressions", "flaky", "wall", "CPU"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, m in summary["modules"].items():
         st, ov = m["stock"], m["overlay"]
-        time = f"{fmt_time(st['seconds'])} / {fmt_time(ov['seconds'])}"
+        time = [f"{fmt_time(st.get(k))} / {fmt_time(ov.get(k))}" for k in ("seconds", "cpu_seconds")]
         if st.get("collect") == ov.get("collect") == "not collectable":
             reason = (st.get("collect_reason") or "").replace("|", "\\|")
             cells = [name, f"not collectable on both sides: {reason}"] + [""] * len(cols) + \
-                [str(m["regressions"]), str(m["flaky"]), time]
+                [str(m["regressions"]), str(m["flaky"]), *time]
         else:
             def pair(key):
                 return " / ".join("not collectable" if s.get("collect") == "not collectable" else str(s.get(key) or 0)
                                   for s in (st, ov))
-            cells = [name, pair("tests")] + [pair(c) for c in cols] + [str(m["regressions"]), str(m["flaky"]), time]
+            cells = [name, pair("tests")] + [pair(c) for c in cols] + [str(m["regressions"]), str(m["flaky"]), *time]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -40,15 +40,13 @@ def probe(python, env):
 class Runner:
     """Runs units for one gate invocation. `current` says which run is on (unit, side, path, t0, rerun), for the
     progress line. raw_dir (and store_dir, by default the folder above it) are set by the caller once it knows
-    the output folder (it names thunder's version). `earlier`: {(module, side): seconds} of an earlier run,
-    reported as the time of a unit reused from the store."""
+    the output folder (it names thunder's version)."""
 
     def __init__(self, args, raw_dir=None, probes=None, store_dir=None):
         self.args = args
         self.raw_dir = Path(raw_dir) if raw_dir else None
         self.store_dir = Path(store_dir) if store_dir else self.raw_dir.parent if self.raw_dir else None
         self.current = None
-        self.earlier = {}
         if probes is None:  # both sides at once: each is an `import thunder` of several seconds
             with ThreadPoolExecutor(2) as pool:
                 probes = dict(zip(SIDES, pool.map(lambda side: probe(args.python, self.env(side)), SIDES)))
@@ -149,8 +147,27 @@ class Runner:
         run["meta"] = {"meta": True, "thunder": probe.get("thunder"), "thunder_file": probe.get("thunder_file"),
                        "torch": probe.get("torch"), "python": probe.get("python"), "jit_ext": jit_ext,
                        "overlay": probe.get("overlay"), "from_store": True}
-        run["seconds"] = self.earlier.get((unit.module, side), 0) / unit.count
+        run["seconds"], run["cpu_seconds"] = self.time_of(unit, side, block, key)
         return run
+
+    def time_of(self, unit, side, block, key):
+        """(wall, CPU) seconds of a stored unit's run: from OUT/<side>.times, else from this folder's raw run of
+        the same selection where that run imported what this side imports now and gave the stored outcomes (a
+        run from before the times file: recorded there now); (None, None) when neither knows."""
+        wall, cpu = store.time_of(self.store_dir, side, block)
+        if wall is not None:
+            return wall, cpu
+        sel = self.selection(unit, side, None)
+        out = self.raw_dir / f"{unit.file_stem}-{side}-{selection_tag(sel)}.jsonl" if self.raw_dir else None
+        if out is None or not out.exists():
+            return None, None
+        run = read_run(unit.module, out)
+        if not self.reusable(run, sel, side) or store.block_of(unit, key, dict(run, returncode=run["trailer"][
+                "returncode"]))["results"] != block["results"]:
+            return None, None
+        wall, cpu = run["trailer"].get("seconds"), run["trailer"].get("cpu_seconds")
+        store.put_time(self.store_dir, side, unit, block["digest"], wall, cpu)
+        return wall, cpu
 
     def gloo(self, unit):
         return getattr(self.args, "gloo", False) and unit.module.startswith("distributed.")
@@ -221,18 +238,32 @@ class Runner:
         self.current = {"unit": unit, "side": side, "path": out, "t0": t0, "rerun": bool(ids)}
         try:
             with open(out.with_suffix(".log"), "w") as log, tempfile.TemporaryDirectory() as cwd:
-                rc = subprocess.call(cmd, env=self.env(side, out, unit, ids_file), cwd=cwd,
-                                     stdout=log, stderr=subprocess.STDOUT)
+                rc, cpu = call_timed(cmd, env=self.env(side, out, unit, ids_file), cwd=cwd, stdout=log,
+                                     stderr=subprocess.STDOUT)
         finally:
             self.current = None
         secs = round(time.time() - t0, 1)
         with open(out, "a") as f:  # the trailer: this run ended (pytest's own end is the plugin's 'finished')
-            f.write(json.dumps({"complete": True, "returncode": rc, "seconds": secs}) + "\n")
-        result = dict(read_run(unit.module, out), seconds=secs, returncode=rc, reused=None, path=out,
-                      log=out.with_suffix(".log"))
+            f.write(json.dumps({"complete": True, "returncode": rc, "seconds": secs, "cpu_seconds": cpu}) + "\n")
+        result = dict(read_run(unit.module, out), seconds=secs, cpu_seconds=cpu, returncode=rc, reused=None,
+                      path=out, log=out.with_suffix(".log"))
         if stored:
             store.put(self.store_file(side), store.block_of(unit, key, result), self.series(side))
+            store.put_time(self.store_dir, side, unit, store.digest(key), secs, cpu)
         return result
+
+
+def call_timed(cmd, **popen_args):
+    """subprocess.call that also returns the CPU seconds (user + system) of the process and of every process it
+    waited for (pytest's xdist workers)."""
+    with subprocess.Popen(cmd, **popen_args) as proc:
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, round(usage.ru_utime + usage.ru_stime, 1)
 
 
 def infra_problem(run):

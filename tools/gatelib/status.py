@@ -44,9 +44,9 @@ def complete(blocks):
 
 
 def rebuild(folder, allow):
-    """The overall summary of the run in `folder` from its two stores. The committed summary, where there is one,
-    adds only what the store does not keep: the seconds per module and the verdicts of the confirming reruns
-    (for the same series). Modules not stored complete on both sides are listed under 'incomplete'."""
+    """The overall summary of the run in `folder` from its two stores and their times files. The committed summary,
+    where there is one, adds only what they do not keep: the verdicts of the confirming reruns (for the same
+    series). Modules not stored complete on both sides are listed under 'incomplete'."""
     folder = Path(folder)
     stores, summary = stores_of(folder), latest_summary(folder) or {}
     by_side = {side: _blocks_by_module(stores[side]) for side in SIDES}
@@ -65,10 +65,9 @@ def rebuild(folder, allow):
             incomplete[module] = lacking
             continue
         runs = {side: [store.run_of(b, store.path(folder, side)) for b in blocks[side]] for side in SIDES}
-        earlier = (summary.get("modules") or {}).get(module, {})
         for side in SIDES:
-            for r in runs[side]:
-                r["seconds"] = (earlier.get(side) or {}).get("seconds", 0) / len(runs[side])
+            for b, r in zip(blocks[side], runs[side]):
+                r["seconds"], r["cpu_seconds"] = store.time_of(folder, side, b)
         merged = {side: report.merge_runs(runs[side]) for side in SIDES}
         found = outcomes.compare(module, merged["stock"], merged["overlay"], allow)
         for e in found["regressions"]:

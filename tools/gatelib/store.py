@@ -19,7 +19,8 @@ A text file of sorted blocks, written again (temp file + os.replace, under a loc
       test_a[cpu] passed                               one per test, sorted; non-passed ones with a one-line reason
       test_b[cpu] skipped requires CUDA
 
-No seconds and no dates: a run of the same key writes the same lines. A test id (or collection part) holding
+No seconds and no dates: a run of the same key writes the same lines (a unit's wall and CPU seconds go to
+OUT/<side>.times, one line per unit under the digest of the key they timed). A test id (or collection part) holding
 whitespace is written as a JSON string. A unit is reused only while its key matches what the side would run now
 (runner.Runner.key); a run of the unit with another key replaces its block, and a module's blocks of another
 shard count go with it.
@@ -226,6 +227,61 @@ def put(file, block, series=None):
         tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
         try:
             tmp.write_text(dumps(store))
+            os.replace(tmp, file)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def times_path(folder, side):
+    return Path(folder) / f"{side}.times"
+
+
+TIMES_HEADER = ("# wall and CPU seconds of each unit's pytest run on the {side} side (CPU: the process and every process "
+                "it waited for),\n# under the key of the run they timed (see {side}.outcomes); written by tools/gate.py "
+                "as each unit finishes.\n")
+
+
+def read_times(file):
+    """{unit label: (key digest, wall seconds, CPU seconds or None)} from a times file (empty when there is none)."""
+    file = Path(file)
+    found = {}
+    for line in file.read_text().splitlines() if file.exists() else []:
+        if not line.strip() or line.startswith("#"):
+            continue
+        label, _, rest = line.partition(" = ")
+        key, wall, cpu = rest.split()
+        found[label] = (key, float(wall.removeprefix("wall=")), _parse_seconds(cpu.removeprefix("cpu=")))
+    return found
+
+
+def _label_order(label):
+    """A unit label -> the order of units in a store (module, shard count, shard index)."""
+    m = re.fullmatch(r"(\S+)(?: #(\d+)/(\d+))?", label)
+    return m.group(1), int(m.group(3) or 1), int(m.group(2) or 1)
+
+
+def _parse_seconds(text):
+    return None if text == "-" else float(text)
+
+
+def time_of(folder, side, block):
+    """(wall, CPU) seconds of the run a stored block holds; (None, None) when no time was recorded for its key."""
+    key, wall, cpu = read_times(times_path(folder, side)).get(block["unit"], (None, None, None))
+    return (wall, cpu) if key == block["digest"] else (None, None)
+
+
+def put_time(folder, side, unit, key_digest, wall, cpu):
+    """Records the times of the unit's run of key `key_digest`, replacing the unit's old line."""
+    file = times_path(folder, side)
+    with _locked(file):
+        times = read_times(file)
+        times[unit.label] = (key_digest, wall, cpu)
+        order = sorted(times, key=_label_order)
+        lines = [f"{label} = {times[label][0]} wall={times[label][1]:.1f} cpu="
+                 + ("-" if times[label][2] is None else f"{times[label][2]:.1f}") for label in order]
+        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(TIMES_HEADER.format(side=side) + "\n".join(lines) + "\n")
             os.replace(tmp, file)
         finally:
             tmp.unlink(missing_ok=True)
