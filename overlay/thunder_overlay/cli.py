@@ -224,10 +224,10 @@ def _thunder_path() -> str | None:
     importing it; None when there is none."""
     from importlib.machinery import PathFinder
 
+    from thunder_overlay import locate
+
     spec = PathFinder.find_spec("thunder")
-    if spec is None:
-        return None
-    return os.path.dirname(spec.origin) if spec.origin else list(spec.submodule_search_locations)[0]
+    return None if spec is None else locate.package_folder(spec)
 
 
 def _add_cache(sub) -> None:

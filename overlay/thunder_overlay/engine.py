@@ -172,9 +172,7 @@ def plan(locator: locate.Locator, thunder_spec) -> Plan:
         from thunder_overlay import manifest  # imported here only when THUNDER_OVERLAY_BASE is set
 
         switch = manifest.base_switch(str(directory))
-    thunder_path = os.path.dirname(thunder_spec.origin) if thunder_spec.origin else \
-        list(thunder_spec.submodule_search_locations)[0]
-    result = Plan(state="refused", thunder_path=thunder_path, patches_dir=str(directory), patches_override=override,
+    result = Plan(state="refused", thunder_path=locate.package_folder(thunder_spec), patches_dir=str(directory), patches_override=override,
                   base_switch=switch)
     try:
         cached = _from_cache(result, locator, directory, switch)

@@ -8,6 +8,7 @@ package's ``__path__``, or else the search locations of the parent's spec.
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -15,6 +16,11 @@ def module_name(path: str) -> str:
     """thunder/core/jit_ext.py -> thunder.core.jit_ext; thunder/core/__init__.py -> thunder.core."""
     parts = path.removesuffix(".py").split("/")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_folder(spec) -> str:
+    """The folder of the package a spec finds: its ``__init__.py``'s, or a namespace package's first location."""
+    return os.path.dirname(spec.origin) if spec.origin else list(spec.submodule_search_locations)[0]
 
 
 class Locator:
