@@ -166,7 +166,8 @@ class Runner:
                 "returncode"]))["results"] != block["results"]:
             return None, None
         wall, cpu = run["trailer"].get("seconds"), run["trailer"].get("cpu_seconds")
-        store.put_time(self.store_dir, side, unit, block["digest"], wall, cpu)
+        if wall is not None:
+            store.put_time(self.store_dir, side, unit, block["digest"], wall, cpu)
         return wall, cpu
 
     def gloo(self, unit):
