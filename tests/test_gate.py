@@ -168,13 +168,16 @@ def test_outcomes_compared_per_test_id_and_regressions_confirmed(root):
 
 def test_allowlisted_regression_does_not_count(root, tmp_path):
     runner = runner_for(root)
-    runs = both_sides(runner, plan.Unit("test_tiny", kexpr="regress"))
+    runs = both_sides(runner, plan.Unit("test_tiny", kexpr="regress or improve"))
     allow_file = tmp_path / "allow.txt"
-    allow_file.write_text("test_tiny.py::test_regress  # asserts on a name the overlay changes on purpose\n")
+    allow_file.write_text("test_tiny.py::test_regress  # asserts on a name the overlay changes on purpose\n"
+                          "test_tiny.py::test_improve  # flaky on stock\n")
     found = outcomes.compare("test_tiny", runs["stock"], runs["overlay"], outcomes.load_allowlist(allow_file))
     assert found["regressions"] == []
     assert [(e["id"], e["why"]) for e in found["allowlisted"]] == [
         ("test_tiny.py::test_regress", "asserts on a name the overlay changes on purpose")]
+    # an explained improvement stays an improvement, listed with its reason
+    assert [(e["id"], e["why"]) for e in found["improvements"]] == [("test_tiny.py::test_improve", "flaky on stock")]
     allow_file.write_text("test_tiny.py::test_regress\n")
     with pytest.raises(ValueError, match="without a reason"):
         outcomes.load_allowlist(allow_file)

@@ -132,8 +132,9 @@ def compare(module, stock, overlay, allow):
     found = {"regressions": [], "allowlisted": [], "improvements": [], "other_changes": [], "identical": 0}
 
     def add(key, entry):
-        if key == "regressions" and entry["id"] in allow:
-            key, entry["why"] = "allowlisted", allow[entry["id"]]
+        if entry["id"] in allow:  # an explained difference keeps its reason; an explained regression is no failure
+            entry["why"] = allow[entry["id"]]
+            key = "allowlisted" if key == "regressions" else key
         found[key].append(entry)
 
     for part in sorted(stock["collect_errors"].keys() ^ overlay["collect_errors"].keys()):
