@@ -577,7 +577,11 @@ def test_command_end_to_end_with_resume_and_report(root, monkeypatch):
                                  "modules_all_skipped": 1, "not_collectable": 1,
                                  "tests": {"stock": 47, "overlay": 47}, "identical": 47 - 3,
                                  "seconds": summary["totals"]["seconds"], "cpu_seconds": summary["totals"]["cpu_seconds"],
-                                 "untimed": {"stock": 0, "overlay": 0}, "cpu_untimed": {"stock": 0, "overlay": 0}}
+                                 "untimed": {"stock": 0, "overlay": 0}, "cpu_untimed": {"stock": 0, "overlay": 0},
+                                 "outcomes": summary["totals"]["outcomes"]}
+    # test_tiny: 42 passed, 2 failed, 1 xfailed, 1 skipped (requires CUDA); test_needs_gpu: 1 skipped
+    assert summary["totals"]["outcomes"]["overlay"] == {**outcomes.counts({}), "passed": 42, "failed": 2, "skipped": 2,
+                                                        "xfailed": 1}
     assert "47 stock / 47 overlay, 44 ids with one outcome on both sides" in first.stdout
     assert {p.suffix for p in (out / "raw").iterdir()} == {".jsonl", ".log", ".ids"}  # raw output only in raw/
     assert "| test_tiny | 46 / 46 | 43 / 42 | 1 / 2 |" in first.stdout

@@ -114,6 +114,7 @@ def totals(summary):
         "modules_all_skipped": sum(1 for m in ran if all(m[s]["skipped"] == m[s]["tests"] for s in sides)),
         "not_collectable": len(summary["not_collectable"]),
         "tests": {s: sum(m[s].get("tests") or 0 for m in mods) for s in sides},
+        "outcomes": {s: {o: sum(m[s].get(o) or 0 for m in mods) for o in OUTCOMES} for s in sides},
         **{key: {s: _known_sum(m[s].get(key) for m in mods) for s in sides} for key in ("seconds", "cpu_seconds")},
         "untimed": {s: sum(1 for m in mods if m[s].get("seconds") is None) for s in sides},
         "cpu_untimed": {s: sum(1 for m in mods if m[s].get("cpu_seconds") is None) for s in sides},
@@ -127,7 +128,10 @@ def totals_text(summary):
     return (f"{t['modules']} modules: {t['modules_with_tests']} with tests on CPU ({t['modules_all_skipped']} of them "
             f"skip every test), {t['modules_without_tests']} select no test, {t['not_collectable']} not collectable; "
             f"tests {t['tests']['stock']} stock / {t['tests']['overlay']} overlay, {same} ids with one outcome on both "
-            f"sides; pytest wall time {_timed(t, 'seconds', 'untimed')}, CPU time {_timed(t, 'cpu_seconds', 'cpu_untimed')}")
+            f"sides; pytest wall time {_timed(t, 'seconds', 'untimed')}, CPU time {_timed(t, 'cpu_seconds', 'cpu_untimed')}"
+            + ("; stock / overlay: " + ", ".join(f"{t['outcomes']['stock'][o]} / {t['outcomes']['overlay'][o]} {o}"
+                                                 for o in OUTCOMES if t["outcomes"]["stock"][o] or t["outcomes"]["overlay"][o])
+               if "outcomes" in t else ""))
 
 
 def _timed(t, seconds, untimed):
