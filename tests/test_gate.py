@@ -354,7 +354,8 @@ def test_a_units_wall_and_cpu_seconds_go_with_its_stored_run(root):
     assert ran["seconds"] > 0 and 2 <= ran["cpu_seconds"] < 60 and ran["results"]
     assert json.loads(ran["path"].read_text().splitlines()[-1])["cpu_seconds"] == ran["cpu_seconds"]
     (line,) = [x for x in store.times_path(root.parent, "stock").read_text().splitlines() if not x.startswith("#")]
-    assert line.startswith(f"test_busy = {store.read(store.path(root.parent, 'stock'))['blocks']['test_busy']['digest']} ")
+    block = store.read(store.path(root.parent, "stock"))["blocks"]["test_busy"]
+    assert line.startswith(f"test_busy = {block['digest']} ")
     reused = runner_for(root).run(unit, "stock")
     assert reused["reused"] and (reused["seconds"], reused["cpu_seconds"]) == (ran["seconds"], ran["cpu_seconds"])
 
@@ -373,7 +374,6 @@ def test_a_units_wall_and_cpu_seconds_go_with_its_stored_run(root):
     assert runner_for(root).run(unit, "stock")["seconds"] is None
 
     # times under another key do not time the stored run
-    block = store.read(store.path(root.parent, "stock"))["blocks"]["test_busy"]
     store.put_time(root.parent, "stock", unit, "0" * 16, 5.0, 9.0)
     assert store.time_of(root.parent, "stock", block) == (None, None)
     store.put_time(root.parent, "stock", unit, block["digest"], 5.0, 9.0)
@@ -576,7 +576,8 @@ def test_command_end_to_end_with_resume_and_report(root, monkeypatch):
     assert summary["totals"] == {"modules": 4, "modules_with_tests": 2, "modules_without_tests": 1,
                                  "modules_all_skipped": 1, "not_collectable": 1,
                                  "tests": {"stock": 47, "overlay": 47}, "identical": 47 - 3,
-                                 "seconds": summary["totals"]["seconds"], "cpu_seconds": summary["totals"]["cpu_seconds"],
+                                 "seconds": summary["totals"]["seconds"],
+                                 "cpu_seconds": summary["totals"]["cpu_seconds"],
                                  "untimed": {"stock": 0, "overlay": 0}, "cpu_untimed": {"stock": 0, "overlay": 0},
                                  "outcomes": summary["totals"]["outcomes"]}
     # test_tiny: 42 passed, 2 failed, 1 xfailed, 1 skipped (requires CUDA); test_needs_gpu: 1 skipped

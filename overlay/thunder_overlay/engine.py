@@ -172,8 +172,8 @@ def plan(locator: locate.Locator, thunder_spec) -> Plan:
         from thunder_overlay import manifest  # imported here only when THUNDER_OVERLAY_BASE is set
 
         switch = manifest.base_switch(str(directory))
-    result = Plan(state="refused", thunder_path=locate.package_folder(thunder_spec), patches_dir=str(directory), patches_override=override,
-                  base_switch=switch)
+    result = Plan(state="refused", thunder_path=locate.package_folder(thunder_spec), patches_dir=str(directory),
+                  patches_override=override, base_switch=switch)
     try:
         cached = _from_cache(result, locator, directory, switch)
         if cached != "hit":

@@ -236,9 +236,9 @@ def times_path(folder, side):
     return Path(folder) / f"{side}.times"
 
 
-TIMES_HEADER = ("# wall and CPU seconds of each unit's pytest run on the {side} side (CPU: the process and every process "
-                "it waited for),\n# under the key of the run they timed (see {side}.outcomes); written by tools/gate.py "
-                "as each unit finishes.\n")
+TIMES_HEADER = ("# wall and CPU seconds of each unit's pytest run on the {side} side (CPU: the process and every\n"
+                "# process it waited for), under the key of the run they timed (see {side}.outcomes); written by\n"
+                "# tools/gate.py as each unit finishes.\n")
 
 
 def read_times(file):
