@@ -374,9 +374,9 @@ def test_a_units_wall_and_cpu_seconds_go_with_its_stored_run(root):
     assert runner_for(root).run(unit, "stock")["seconds"] is None
 
     # times under another key do not time the stored run
-    store.put_time(root.parent, "stock", unit, "0" * 16, 5.0, 9.0)
+    store.put_time(root.parent, "stock", unit.label, "0" * 16, 5.0, 9.0)
     assert store.time_of(root.parent, "stock", block) == (None, None)
-    store.put_time(root.parent, "stock", unit, block["digest"], 5.0, 9.0)
+    store.put_time(root.parent, "stock", unit.label, block["digest"], 5.0, 9.0)
     assert store.time_of(root.parent, "stock", block) == (5.0, 9.0)
 
 

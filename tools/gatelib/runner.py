@@ -167,7 +167,7 @@ class Runner:
             return None, None
         wall, cpu = run["trailer"].get("seconds"), run["trailer"].get("cpu_seconds")
         if wall is not None:
-            store.put_time(self.store_dir, side, unit, block["digest"], wall, cpu)
+            store.put_time(self.store_dir, side, unit.label, block["digest"], wall, cpu)
         return wall, cpu
 
     def gloo(self, unit):
@@ -250,7 +250,7 @@ class Runner:
                       path=out, log=out.with_suffix(".log"))
         if stored:
             store.put(self.store_file(side), store.block_of(unit, key, result), self.series(side))
-            store.put_time(self.store_dir, side, unit, store.digest(key), secs, cpu)
+            store.put_time(self.store_dir, side, unit.label, store.digest(key), secs, cpu)
         return result
 
 

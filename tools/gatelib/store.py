@@ -157,9 +157,9 @@ def loads(text, side="?"):
             continue
         if m := re.fullmatch(r"\[series (\S+)\]", line):
             current = store["series"][m.group(1)] = {"base": None, "files": {}}
-        elif m := re.fullmatch(r"\[unit (\S+)(?: #(\d+)/(\d+))?\]", line):
-            index, count = int(m.group(2) or 1), int(m.group(3) or 1)
-            current = {"unit": line[6:-1], "module": m.group(1), "index": index, "count": count, "key": {},
+        elif line.startswith("[unit ") and line.endswith("]") and (unit := _unit_of_label(line[6:-1])):
+            module, count, index = unit
+            current = {"unit": line[6:-1], "module": module, "index": index, "count": count, "key": {},
                        "digest": None, "tests": None, "finished": None, "returncode": None, "loader": None,
                        "collect_errors": {}, "results": {}}
             store["blocks"][current["unit"]] = current
@@ -224,12 +224,17 @@ def put(file, block, series=None):
         store["series"].update(series or {})
         named = {b["key"].get("series") for b in store["blocks"].values()}
         store["series"] = {name: fp for name, fp in store["series"].items() if name in named}
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(dumps(store))
-            os.replace(tmp, file)
-        finally:
-            tmp.unlink(missing_ok=True)
+        _replace(file, dumps(store))
+
+
+def _replace(file, text):
+    """Writes `file` whole or not at all: a temporary file beside it, then os.replace."""
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, file)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def times_path(folder, side):
@@ -254,10 +259,10 @@ def read_times(file):
     return found
 
 
-def _label_order(label):
-    """A unit label -> the order of units in a store (module, shard count, shard index)."""
+def _unit_of_label(label):
+    """'test_ops #2/4' -> (module, shard count, shard index), the order of units in a store; None for no label."""
     m = re.fullmatch(r"(\S+)(?: #(\d+)/(\d+))?", label)
-    return m.group(1), int(m.group(3) or 1), int(m.group(2) or 1)
+    return (m.group(1), int(m.group(3) or 1), int(m.group(2) or 1)) if m else None
 
 
 def _parse_seconds(text):
@@ -270,18 +275,12 @@ def time_of(folder, side, block):
     return (wall, cpu) if key == block["digest"] else (None, None)
 
 
-def put_time(folder, side, unit, key_digest, wall, cpu):
-    """Records the times of the unit's run of key `key_digest`, replacing the unit's old line."""
+def put_time(folder, side, label, key_digest, wall, cpu):
+    """Records the times of the run of key `key_digest` of the unit `label`, replacing the unit's old line."""
     file = times_path(folder, side)
     with _locked(file):
         times = read_times(file)
-        times[unit.label] = (key_digest, wall, cpu)
-        order = sorted(times, key=_label_order)
-        lines = [f"{label} = {times[label][0]} wall={times[label][1]:.1f} cpu="
-                 + ("-" if times[label][2] is None else f"{times[label][2]:.1f}") for label in order]
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(TIMES_HEADER.format(side=side) + "\n".join(lines) + "\n")
-            os.replace(tmp, file)
-        finally:
-            tmp.unlink(missing_ok=True)
+        times[label] = (key_digest, wall, cpu)
+        lines = [f"{name} = {key} wall={w:.1f} cpu=" + ("-" if c is None else f"{c:.1f}")
+                 for name, (key, w, c) in sorted(times.items(), key=lambda item: _unit_of_label(item[0]))]
+        _replace(file, TIMES_HEADER.format(side=side) + "\n".join(lines) + "\n")
