@@ -292,3 +292,17 @@ def test_a_value_naming_nothing_warns_once_as_thunder_overlay_does(tmp_path, var
     assert f"accepted values: {accepted()}. " in warnings[0]
     if variable == "THUNDER_OVERLAY_CACHE":
         assert report["bytecode_cache"].startswith("written: "), "an unknown value leaves the cache on"
+
+
+@pytest.mark.parametrize("args, error", [
+    (["names", "--timeout", "-3", "model.py:f"], "argument --timeout: '-3' is not a finite number above 0"),
+    (["names", "--timeout", "nan", "model.py:f"], "argument --timeout: 'nan' is not a finite number above 0"),
+    (["names", "--timeout", "inf", "model.py:f"], "argument --timeout: 'inf' is not a finite number above 0"),
+    (["names", "--timeout", "soon", "model.py:f"], "argument --timeout: 'soon' is not a number"),
+    (["verify", "--jobs", "0"], "argument --jobs: '0' is not a finite number above 0"),
+    (["verify", "--jobs", "1.5"], "argument --jobs: '1.5' is not a whole number"),
+])
+def test_a_count_or_a_time_that_is_not_above_zero_is_refused_before_anything_runs(tmp_path, args, error):
+    proc = cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert error in proc.stderr

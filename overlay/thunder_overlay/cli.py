@@ -16,6 +16,20 @@ import warnings
 THUNDER_IMPORT_NOISE = "transformer_engine module not found"
 
 
+def _positive(kind):
+    """An argparse type: a number of ``kind`` above zero (a timeout of -3 s or 0 jobs is a typo, not a request)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number above 0")
+        return value
+
+    return parse
+
+
 def _status(args) -> int:
     import thunder_overlay
     from thunder_overlay import config
@@ -141,7 +155,7 @@ def _add_verify(sub) -> None:
         "thunder (THUNDER_OVERLAY=0) and once with the overlay, and print a side-by-side table. Exit status 1 "
         "when any program fails with the overlay.",
     )
-    p.add_argument("--jobs", type=int, default=2, help="programs run at a time (default 2)")
+    p.add_argument("--jobs", type=_positive(int), default=2, help="programs run at a time (default 2)")
     p.add_argument("--full", action="store_true", help="after the table, print everything each failing run printed "
                    "(the table cuts each failure to its last line)")
     p.set_defaults(func=_verify)
@@ -175,7 +189,7 @@ def _add_names(sub) -> None:
                    "instead of the table, for CI")
     from thunder_overlay.config import NAMES_TIMEOUT_S
 
-    p.add_argument("--timeout", type=float, default=NAMES_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--timeout", type=_positive(float), default=NAMES_TIMEOUT_S, metavar="SECONDS",
                    help="how long each side's process may run (default %(default)g)")
     p.set_defaults(func=_names)
 
