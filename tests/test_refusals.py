@@ -59,7 +59,8 @@ def test_pytest_filterwarnings_error_never_fails_a_test_on_a_refusal(thunder_cop
 @pytest.mark.slow
 def test_file_that_is_no_known_base_is_refused(patches_copy):
     # A manifest without the installed file's sha256: what an overlay that predates this thunder sees.
-    import hashlib, importlib.util
+    import hashlib
+    import importlib.util
 
     jit_ext = Path(importlib.util.find_spec("thunder").origin).parent / "core" / "jit_ext.py"
     sha = hashlib.sha256(jit_ext.read_bytes()).hexdigest()

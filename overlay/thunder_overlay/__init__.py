@@ -9,7 +9,8 @@ import os
 import sys
 
 from thunder_overlay.config import __version__
-__all__ = ["enable", "status", "check_trace", "check_traces", "TraceCheckError"]
+
+__all__ = ["__version__", "enable", "status", "check_trace", "check_traces", "TraceCheckError"]
 
 
 def enable() -> dict:

@@ -246,7 +246,7 @@ def child_main(targets: list[str], thunderfx: bool = False, report: str | None =
     import warnings
 
     warnings.filterwarnings("ignore")
-    import thunder.core.jit_ext  # imported (and patched, unless the overlay is off) before status()
+    import thunder.core.jit_ext  # noqa: F401 - imported (and patched, unless the overlay is off) before status()
     import thunder_overlay
 
     status = thunder_overlay.status()

@@ -8,12 +8,12 @@ import thunder
 from thunder.transforms.autocast import autocast
 
 from thunder_overlay.checks import check_traces
+from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
 
 # What verify prints when stock passes this program
 STOCK_PASSES = ("#283's program as reported: on these releases its side trace's generated names no longer meet the "
                 "computation's, so stock passes by luck of names (upstream closed #283 as working); autocast_chain "
                 "is the same defect with names that still meet, and stock fails it")
-from thunder_overlay.reproducers._common import assert_close, float64_copies, inputs
 
 
 def h(a, b, c):
