@@ -1,9 +1,11 @@
 """The engine's modules import one way: start-up -> engine -> manifest / cache -> patchset, with the
 constants, switches and warnings in a leaf (config) that imports only os and sys. The README's commands are
-CI's, and its links lead somewhere."""
+CI's, and its links lead somewhere. The project's own Python passes ruff's default rules."""
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO
@@ -85,9 +87,6 @@ def test_the_readme_leads_to_the_maintainers_guide_and_the_results():
 
 def test_the_project_s_own_python_passes_ruff_s_default_rules():
     # ruff's defaults: syntax errors, undefined or unused names, imports out of place; every Python file git holds
-    import subprocess
-    import sys
-
     files = subprocess.run(["git", "ls-files", "*.py"], capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
     assert len(files) > 50
     check = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--output-format", "concise", *files],
