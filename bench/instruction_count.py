@@ -2,18 +2,18 @@
 
     python bench/instruction_count.py [--workload nanogpt] [--workload llama2-like ...] [--runs 5]
 
-A timing ratio on a shared 2-core machine cannot resolve 2% (docs/results.md); an instruction count can:
-it does not depend on load, so stock and overlay run at the same time. Each side is one process
-(THUNDER_OVERLAY=0 or 1) under ``valgrind --tool=callgrind --instr-atstart=no``. It builds a workload
-of ``bench/workloads.py`` on CPU, calls one jit of it to finish thunder's lazy imports, then switches
-callgrind's instrumentation on with ``callgrind_control`` only around the first call of a second, fresh
-jit with the torch executor: what the benchmark's ``compile`` of ``cpu-torch`` measures. The count is
-every instruction of that call in user space, Python interpreter, torch and garbage collection
-included; objects from before the call are frozen (``gc.freeze``), so no full collection of torch and
-thunder lands in one side's count by chance. Both sides run with one hash seed (the parent's
-``PYTHONHASHSEED``, else 0). A count still moves from run to run, by about 1% for a small workload like
-seed946-retrace and 0.1% for nanogpt, stock's as much as the overlay's: ``--runs N`` runs N pairs and reports the medians
-and their spread. About 5 minutes per litgpt-sized workload here.
+A timing ratio on a shared 2-core machine cannot resolve 2% (docs/results.md); an instruction count can: it
+does not depend on load, so stock and overlay run at the same time. Each side is one process
+(THUNDER_OVERLAY=0 or 1) under ``valgrind --tool=callgrind --instr-atstart=no --fair-sched=yes``. It builds a
+workload of ``bench/workloads.py`` on CPU, calls one jit of it to finish thunder's lazy imports, then switches
+callgrind's instrumentation on with ``callgrind_control`` only around the first call of a second, fresh jit
+with the torch executor: what the benchmark's ``compile`` of ``cpu-torch`` measures. The count is every
+instruction of that call in user space, Python interpreter, torch and garbage collection included; objects
+from before the call are frozen (``gc.freeze``), so no full collection of torch and thunder lands in one
+side's count by chance. Both sides run with one hash seed (the parent's ``PYTHONHASHSEED``, else 0). A count
+still moves from run to run, by up to 0.5% for a small workload like seed946-retrace and 0.02% for nanogpt and
+llama2-like, stock's as much as the overlay's: ``--runs N`` runs N pairs and reports the medians and their
+spread. About 5 minutes per litgpt-sized workload here.
 """
 
 from __future__ import annotations
@@ -53,7 +53,12 @@ toggle("off")
 
 
 def start(workload: str, overlay: str, out_dir: str) -> subprocess.Popen:
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+    # --fair-sched=yes: thunder's interpreter spins on `while not result_container: pass` until a helper thread
+    # hands it a Python frame (InterpreterFrame.get_or_make_python_frame, 38 times in nanogpt's first call on
+    # either side); valgrind runs one thread at a time, and under its default lock how long the spin lasts, and
+    # so the count, moves by about 0.3% from run to run. Handing the lock over in turn makes each spin short
+    # and the same: 3 runs of nanogpt's overlay side spread 0.29% without it, 0.008% with it.
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--fair-sched=yes",
            f"--callgrind-out-file={out_dir}/{workload}.{overlay}.out", sys.executable, "-c", CHILD, workload]
     return subprocess.Popen(cmd, env=child_env(overlay), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
