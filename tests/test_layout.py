@@ -5,10 +5,10 @@ CI's, and its links lead somewhere. The project's own Python passes ruff's defau
 import ast
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from conftest import REPO
+from test_upstream_style import ruff
 
 PACKAGE = REPO / "overlay" / "thunder_overlay"
 MODULES = {p.stem for p in PACKAGE.glob("*.py")} | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
@@ -89,6 +89,5 @@ def test_the_project_s_own_python_passes_ruff_s_default_rules():
     # ruff's defaults: syntax errors, undefined or unused names, imports out of place; every Python file git holds
     files = subprocess.run(["git", "ls-files", "*.py"], capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
     assert len(files) > 50
-    check = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--output-format", "concise", *files],
-                           capture_output=True, text=True, cwd=REPO)
+    check = ruff("check", "--isolated", "--output-format", "concise", *files, cwd=REPO)
     assert check.returncode == 0 and "All checks passed!" in check.stdout, check.stdout + check.stderr
